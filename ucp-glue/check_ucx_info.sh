@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What a user sees through ucx_info with the plugin loaded. Usage: check_ucx_info.sh <env> <mode>
+set -uo pipefail
+# shellcheck disable=SC1090
+source "$1"
+mode=$2
+fail() { echo "[ucx_info] FAIL: $*"; exit 1; }
+need() {   # need <text> <pattern>...: every pattern must occur in text
+  local text=$1; shift
+  for p in "$@"; do grep -qE -- "$p" <<<"$text" || fail "missing /$p/"; done
+}
+case $mode in
+devices)
+  out=$(timeout 60 ucx_info -d -t rc_roce 2>&1) || fail "ucx_info -d failed: $out"
+  echo "$out"
+  need "$out" 'Component: roce' 'Memory domain: roce' 'Transport: rc_roce' 'Device: lo' \
+       'am_short' 'am_bcopy' 'am_zcopy' 'put_short' 'put_bcopy' 'put_zcopy' 'get_bcopy' \
+       'get_zcopy' 'connect to iface' 'atomic_add: 64 bit' 'atomic_fadd: 64 bit' \
+       'atomic_cswap: 64 bit' 'bandwidth' 'latency'
+  ;;
+config)
+  out=$(timeout 60 ucx_info -c -f 2>&1) || fail "ucx_info -c failed"
+  grep -A3 'UCX_RC_ROCE_' <<<"$out" | head -60
+  need "$out" '^UCX_RC_ROCE_MTU=' '^UCX_RC_ROCE_TIMEOUT=' '^UCX_RC_ROCE_RETRY_COUNT=' \
+       '^UCX_RC_ROCE_TRAFFIC_CLASS='
+  # Every variable carries documentation: the line above each definition is a comment.
+  undocumented=$(grep -B1 '^UCX_RC_ROCE_' <<<"$out" | grep -vE '^(#|UCX_RC_ROCE_|--)' | head -3)
+  [ -z "$undocumented" ] || fail "undocumented variables: $undocumented"
+  ;;
+lanes)
+  # A peer on the same node, rc_roce alone: tag matching, RMA, AMO and rendezvous must all use it,
+  # and RMA/AMO natively (rma_bw/amo lanes on rc_roce, not AM emulation).
+  out=$(UCX_TLS=rc_roce UCX_NET_DEVICES=lo timeout 60 ucx_info -u traA -e -P intra 2>&1) || fail "ucx_info -e failed: $out"
+  echo "$out"
+  need "$out" 'rc_roce/lo.*am' 'rc_roce/lo.*rma' 'rc_roce/lo.*amo' '<rndv>'
+  ;;
+bad_device)
+  # An unknown device is refused with a clear message, not a crash or a hang.
+  out=$(UCX_TLS=rc_roce UCX_NET_DEVICES=nosuchdev0 timeout 60 ucx_info -u t -e -P intra 2>&1)
+  rc=$?
+  echo "$out" | tail -5
+  [ $rc -ne 124 ] || fail "hung"
+  [ $rc -lt 128 ] || fail "crashed (rc=$rc)"
+  need "$out" 'nosuchdev0'
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+echo "[ucx_info] $mode ok"
