@@ -1,6 +1,7 @@
 // BTH opcodes (IBTA vol. 1, 9.2; RoCEv2 annex A17). The upper 3 bits select the transport
 // (RC 000, UC 001, RD 010, UD 011, CNP 100), the lower 5 the operation.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace roce::wire {

@@ -27,6 +27,9 @@ struct IpContext {
     uint16_t dst_port = 0;     // host order
     uint16_t ipv4_id = 0;      // IPv4 identification (0 for DF packets from unconnected sockets)
     uint8_t ipv4_flags_df = 1; // DF bit set
+    // A UDP socket does not show the received IPv4 ID: parse() then accepts any ID that makes
+    // the ICRC valid (icrc_verify_any_ipv4_id).
+    bool ipv4_id_known = true;
 };
 
 // Decoded view of one packet. Pointers/spans point into the parsed buffer.
@@ -56,12 +59,23 @@ enum class ParseError : uint8_t {
 // Writes BTH + the extension headers `pkt` says it has + payload + pad + ICRC into `out`.
 // Pad count is computed from the payload length (pkt.bth.pad_count is ignored). Returns the
 // number of bytes written (the UDP payload length), or 0 if `out` is too small.
+// The opcode alone decides which extension headers are written (IBTA table 38); the has_*
+// flags are not consulted, so a caller only fills the header structs its opcode needs. Also
+// returns 0 for an opcode we do not implement, or a payload on an opcode that carries none.
+// Pad bytes are zero; CNP's 16 reserved bytes are zero.
 size_t build(const Packet& pkt, std::span<const uint8_t> payload, const IpContext& ip,
              std::span<uint8_t> out);
 
+// Bytes build() writes for `op` with `payload_len` bytes of payload (0 for invalid opcodes).
+size_t packet_size(uint8_t op, size_t payload_len);
+
 // Parses a UDP payload. When `verify_icrc` is set the ICRC is checked against `ip`; for IPv4
 // packets whose identification is unknown (a UDP socket does not show it) see
-// icrc.hpp: icrc_verify_any_ipv4_id.
+// icrc.hpp: icrc_verify_any_ipv4_id (used when !ip.ipv4_id_known).
+// Checks, in this order: too_short (BTH + ICRC), bad_version, bad_opcode, too_short (extension
+// headers), bad_pad (the bytes between the extension headers and the ICRC are not a multiple of
+// 4, are fewer than PadCnt, or are present on an opcode without payload), bad_icrc.
+// `out` is fully overwritten only when the result is ParseError::none.
 ParseError parse(std::span<const uint8_t> udp_payload, const IpContext& ip, bool verify_icrc,
                  Packet& out);
 
