@@ -57,4 +57,6 @@ if [ ! -f "$src/src/uct/base/uct_iface.h" ]; then
   rm -rf "$tmp"
 fi
 echo "[setup] UCX $ucx_upstream headers: $src"
+# The rxe guest suite (QEMU + Debian kernel with rdma_rxe); ROCE_RXE=0 skips it.
+[ "${ROCE_RXE:-1}" = 0 ] || bash "$here/cmake/rxe-guest/setup-deps.sh"
 echo "[setup] ok"

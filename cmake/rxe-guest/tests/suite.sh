@@ -1,0 +1,204 @@
+#!/bin/bash
+# The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
+# client in the guest on the same device). Run it through the harness:
+#
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi]
+#
+# Groups (default: all):
+#   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
+#          perftest ib_write_lat / ib_write_bw
+#   ucx    ucx_info -d; ucx_perftest UCT am_lat/put_bw on rc_verbs, am_lat/am_bw on ud_verbs (rxe0:1);
+#          UCP tag_lat/tag_bw with UCX_TLS=rc_verbs,ud_verbs:aux,self and with UCX_TLS=ud_verbs,self
+#   mpi    mpirun -np 2 over pml ucx on rc_verbs and on ud_verbs: $ROCE_BUILD_DIR/mpi-tests/mpi_pingpong
+#          (every byte checked) if it is built, else NPopenmpi
+# Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
+# unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+
+groups=("$@")
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi)
+want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
+
+DEV=rxe0
+COUNTERS_DEV=$DEV
+BUILD=${ROCE_BUILD_DIR:-/work/main/build}
+export UCX_UD_VERBS_ETH_DGID_CHECK=n     # else every ud_verbs connection times out on rxe
+export UCX_NET_DEVICES=$DEV:1
+say "groups: ${groups[*]}; build dir $BUILD; step timeout ${STEP_TIMEOUT}s"
+
+# The RoCE v2 IPv4 GID of rxe0 port 1 (::ffff:a.b.c.d), from sysfs.
+GID_IDX=""
+for ((i = 0; i < 16; i++)); do
+  read -r g < "/sys/class/infiniband/$DEV/ports/1/gids/$i" 2>/dev/null || continue
+  read -r t < "/sys/class/infiniband/$DEV/ports/1/gid_attrs/types/$i" 2>/dev/null || continue
+  if [[ $g == 0000:0000:0000:0000:0000:ffff:* && $t == "RoCE v2" ]]; then GID_IDX=$i; break; fi
+done
+
+port=18515
+next_port() { port=$((port + 1)); }
+
+# ---------------------------------------------------------------------------------------------
+if want verbs; then
+  step verbs.devinfo ibv_devinfo -d "$DEV" -v
+  if [ -s "$LOG" ]; then
+    active=0 v2gid=0
+    while IFS= read -r line; do
+      [[ $line == *state:*PORT_ACTIVE* ]] && active=1
+      [[ $line == *GID\[*::ffff:*RoCE\ v2* ]] && v2gid=1
+    done < "$LOG"
+    [ $active = 1 ] || fail_step verbs.devinfo "port 1 of $DEV is not PORT_ACTIVE"
+    [ $v2gid = 1 ] || fail_step verbs.devinfo "no RoCE v2 IPv4 GID (::ffff:a.b.c.d) in the GID table"
+    [ -n "$GID_IDX" ] || fail_step verbs.devinfo "no RoCE v2 IPv4 GID in sysfs"
+    say "rxe0: PORT_ACTIVE=$active, RoCE v2 IPv4 GID index ${GID_IDX:-none}"
+  fi
+  gi=${GID_IDX:-1}
+
+  # usec/iter of the pingpongs is a full round trip (of 4 packets each way for RC at MTU 1024).
+  next_port
+  SRV=(ibv_rc_pingpong -d "$DEV" -g "$gi" -c -n 500 -s 4096 -p "$port")
+  CLI=("${SRV[@]}" localhost)
+  if pair verbs.rc_pingpong "$port"; then
+    v=$(field_after "$LOG" 500 6)
+    [ -n "$v" ] && result verbs.rc_pingpong.rtt_4KiB "$v" us || fail_step verbs.rc_pingpong "no usec/iter line"
+  fi
+
+  next_port
+  # UD messages must fit the path MTU (rxe: active_mtu 1024 on a 1500-byte netdev).
+  SRV=(ibv_ud_pingpong -d "$DEV" -g "$gi" -c -n 500 -s 1024 -p "$port")
+  CLI=("${SRV[@]}" localhost)
+  if pair verbs.ud_pingpong "$port"; then
+    v=$(field_after "$LOG" 500 6)
+    [ -n "$v" ] && result verbs.ud_pingpong.rtt_1KiB "$v" us || fail_step verbs.ud_pingpong "no usec/iter line"
+  fi
+
+  # perftest: raw-verbs figures under UCX's (t_typical is perftest's median one-way latency).
+  next_port
+  SRV=(ib_write_lat -d "$DEV" -x "$gi" -F -n 1000 -p "$port")
+  CLI=("${SRV[@]}" localhost)
+  if pair verbs.ib_write_lat "$port"; then
+    v=$(field_after "$LOG" 2 4)
+    [ -n "$v" ] && result verbs.ib_write_lat "$v" us || fail_step verbs.ib_write_lat "no result line"
+  fi
+  next_port
+  SRV=(ib_write_bw -d "$DEV" -x "$gi" -F -s 65536 -n 300 -p "$port")
+  CLI=("${SRV[@]}" localhost)
+  if pair verbs.ib_write_bw "$port"; then
+    v=$(field_after "$LOG" 65536 3)
+    [ -n "$v" ] && result verbs.ib_write_bw_64KiB "$v" MB/s || fail_step verbs.ib_write_bw "no result line"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# ucx_perftest's "Final:" line: iters p50 avg-lat overall-lat avg-bw overall-bw avg-rate overall-rate
+perf_lat() { local v; v=$(field_after "$LOG" Final: 3); [ -n "$v" ] && result "$1" "$v" us || fail_step "$2" "no Final: line"; }
+perf_bw()  { local v; v=$(field_after "$LOG" Final: 6); [ -n "$v" ] && result "$1" "$v" MB/s || fail_step "$2" "no Final: line"; }
+perftest() {   # perftest <step-name> <ucx_perftest client args...>  (server gets the same env)
+  local name=$1; shift
+  port=$((port + 1))
+  SRV=(ucx_perftest -p "$port")
+  CLI=(ucx_perftest -p "$port" localhost "$@")
+  pair "$name" "$port"
+}
+
+if want ucx; then
+  port=13400
+  step ucx.info ucx_info -d
+  if [ -s "$LOG" ]; then
+    tl="" seen=()
+    while read -r -a w; do
+      [ "${w[1]:-}" = Transport: ] && tl=${w[2]:-}
+      [ "${w[1]:-}" = Device: ] && [ "${w[2]:-}" = "$DEV:1" ] && seen+=("$tl")
+    done < "$LOG"
+    say "ucx_info -d: transports on $DEV:1: ${seen[*]:-none}"
+    [[ " ${seen[*]} " == *" rc_verbs "* ]] || fail_step ucx.info "rc_verbs not on $DEV:1"
+    [[ " ${seen[*]} " == *" ud_verbs "* ]] || fail_step ucx.info "ud_verbs not on $DEV:1"
+  fi
+
+  # UCT level: one transport, no wireup.
+  perftest uct.rc_verbs.am_lat -t am_lat -x rc_verbs -d "$DEV:1" -n 5000 -w 500 \
+    && perf_lat rc_verbs.am_lat uct.rc_verbs.am_lat
+  perftest uct.rc_verbs.put_bw -t put_bw -x rc_verbs -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30 \
+    && perf_bw rc_verbs.put_bw_64KiB uct.rc_verbs.put_bw
+  perftest uct.ud_verbs.am_lat -t am_lat -x ud_verbs -d "$DEV:1" -n 5000 -w 500 \
+    && perf_lat ud_verbs.am_lat uct.ud_verbs.am_lat
+  perftest uct.ud_verbs.am_bw -t am_bw -x ud_verbs -d "$DEV:1" -D bcopy -s 512 -n 5000 -w 500 \
+    && perf_bw ud_verbs.am_bw_512B uct.ud_verbs.am_bw
+
+  # UCP level: rc_verbs needs an auxiliary transport for wireup.
+  export UCX_TLS=rc_verbs,ud_verbs:aux,self
+  perftest ucp.rc.tag_lat -t tag_lat -n 5000 -w 500 && perf_lat ucp_rc_verbs.tag_lat ucp.rc.tag_lat
+  perftest ucp.rc.tag_bw -t tag_bw -s 1048576 -n 30 -w 3 && perf_bw ucp_rc_verbs.tag_bw_1MiB ucp.rc.tag_bw
+  export UCX_TLS=ud_verbs,self
+  perftest ucp.ud.tag_lat -t tag_lat -n 5000 -w 500 && perf_lat ucp_ud_verbs.tag_lat ucp.ud.tag_lat
+  perftest ucp.ud.tag_bw -t tag_bw -s 1048576 -n 10 -w 2 && perf_bw ucp_ud_verbs.tag_bw_1MiB ucp.ud.tag_bw
+  unset UCX_TLS
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want mpi; then
+  MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2
+          --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca pml_base_verbose 10
+          -x UCX_NET_DEVICES -x UCX_TLS -x UCX_UD_VERBS_ETH_DGID_CHECK)
+  pingpong=$BUILD/mpi-tests/mpi_pingpong
+  MPI_TIMEOUT=$(( STEP_TIMEOUT * 2 ))
+  # Figures: lat_8B, lat_small (median one-way latency over the sizes <= 64 B, robust against the
+  # scheduling outliers TCG produces) and the bandwidth at the largest size.
+  mpi_step() {   # mpi_step <tag> <UCX_TLS> <max size>
+    local name=mpi.$1 tag=$1 max=$3 lat="" bw="" ucx=0 bad="" bwname
+    local -a small=()
+    export UCX_TLS=$2
+    if [ -x "$pingpong" ]; then
+      if [ "$max" -ge 1048576 ]; then bwname=bw_$((max >> 20))MiB; else bwname=bw_$((max >> 10))KiB; fi
+      T=$MPI_TIMEOUT step "$name" "${MPIRUN[@]}" "$pingpong" --max-size "$max" --iters 50 --bw-iters 2 --window 4 \
+        || return
+      while read -r -a w; do
+        case "${w[*]}" in
+          *"component ucx selected"*) ucx=1 ;;
+          size=*" lat_us="*)
+            local sz=${w[0]#size=} l=${w[1]#lat_us=}
+            [ "$sz" -le 64 ] && small+=("$l")
+            [ "$sz" = 8 ] && lat=$l
+            [ "$sz" = "$max" ] && bw=${w[2]#bw_MBps=} ;;
+          "# mpi_pingpong: "*" mismatches") bad=${w[2]} ;;
+        esac
+      done < "$LOG"
+      [ "$bad" = 0 ] || { fail_step "$name" "data mismatches: ${bad:-no summary line}"; return; }
+    else
+      # NetPIPE: "n: <bytes> bytes <reps> times --> <Mbps> Mbps in <usec> usec" (usec one-way, best
+      # of NetPIPE's trials). Kept small: each size runs several trials of -n round trips.
+      bwname=bw_128KiB
+      T=$MPI_TIMEOUT step "$name" "${MPIRUN[@]}" NPopenmpi -n 5 -p 0 -u 131072 -o /dev/null || return
+      while read -r -a w; do
+        case "${w[*]}" in
+          *"component ucx selected"*) ucx=1 ;;
+          *" bytes "*" times --> "*" usec")
+            [ "${w[1]}" -le 64 ] && small+=("${w[9]}")
+            [ "${w[1]}" = 8 ] && lat=${w[9]}
+            [ "${w[1]}" = 131072 ] && bw=$(( ${w[6]%.*} / 8 )) ;;
+        esac
+      done < "$LOG"
+    fi
+    [ $ucx = 1 ] || { fail_step "$name" "pml ucx was not selected"; return; }
+    [ -n "$lat" ] && result "mpi_$tag.lat_8B" "$lat" us || fail_step "$name" "no 8-byte latency line"
+    [ ${#small[@]} -gt 0 ] && result "mpi_$tag.lat_small" "$(median "${small[@]}")" us
+    [ -n "$bw" ] && result "mpi_$tag.$bwname" "$bw" MB/s || fail_step "$name" "no bandwidth line for the largest size"
+  }
+  command -v NPopenmpi >/dev/null || [ -x "$pingpong" ] || fail_step mpi "neither $pingpong nor NPopenmpi"
+  say "MPI program: $( [ -x "$pingpong" ] && echo "$pingpong" || echo NPopenmpi )"
+  # ud_verbs moves large messages at a third of rc's rate: a smaller top size keeps the step short.
+  mpi_step rc_verbs rc_verbs,ud_verbs:aux,self 1048576
+  mpi_step ud_verbs ud_verbs,self 262144
+  unset UCX_TLS
+fi
+
+# rxe's own counters over the whole batch: retransmissions (completer_retry_err, duplicate_request,
+# rcvd_seq_err...) explain the occasional ms-long averages on loopback.
+for f in /sys/class/infiniband/$DEV/ports/1/hw_counters/*; do
+  read -r v < "$f" 2>/dev/null || continue
+  [ "$v" != 0 ] && result "$DEV.hw_counters.${f##*/}" "$v" count
+done
+
+summary
