@@ -1,0 +1,98 @@
+// GID and traffic-class settings, UCX style (UCX_RC_ROCE_<NAME>). The table below is the one
+// place a setting's name, default, valid choices and documentation are written: the parser, the
+// error messages and (later) the UCX config table and README all read it.
+//
+// Every error is one line: "UCX_RC_ROCE_<NAME>=<value>: <problem>; valid: <choices>".
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.hpp"
+#include "gid/gid_table.hpp"
+#include "gid/ip.hpp"
+
+namespace roce::gid {
+
+inline constexpr std::string_view config_prefix = "UCX_RC_ROCE_";
+
+struct ConfigVar {
+    std::string_view name;      // without prefix
+    std::string_view dfl;
+    std::string_view choices;   // for error messages
+    std::string_view doc;
+};
+
+inline constexpr ConfigVar gid_config_vars[] = {
+    {"GID_INDEX", "auto", "auto or a GID table index",
+     "GID table index to use; auto selects per peer: RoCE v2 over v1, the address family and subnet "
+     "that reach the peer, never an unused, down or stale entry."},
+    {"ADDR_FAMILY", "auto", "auto, inet, inet6",
+     "Address family of the GID; auto prefers IPv4 and falls back to IPv6."},
+    {"ROCE_VERSION", "auto", "auto, 1, 2", "RoCE version of the GID; auto prefers v2 (routable) over v1."},
+    {"SUBNETS", "all", "all, or comma-separated CIDR prefixes (a leading ^ denies them)",
+     "Only use GIDs whose address is inside (or, with ^, outside) these subnets."},
+    {"REACHABILITY", "route", "route, local_subnet, all",
+     "How a GID must reach the peer: a route leaving through the GID's netdev, the same subnet, or any."},
+    {"GID_NETDEV", "auto", "auto or a netdev listed in the GID table",
+     "Only use GIDs of this netdev (e.g. a VLAN or bond device)."},
+    {"TRAFFIC_CLASS", "auto", "auto or 0..255 (the whole ToS byte, DSCP<<2|ECN)",
+     "IP ToS / IPv6 traffic class; auto: DSCP and ECN settings, else the device's tc/<port>/traffic_class, "
+     "else DSCP 26 with ECT(0) (106)."},
+    {"DSCP", "auto", "auto or 0..63", "DSCP of data packets (the ECN bits come from ECN)."},
+    {"ECN", "auto", "auto, ect0, ect1, off",
+     "ECN field of data packets; auto is ECT(0) so switches mark instead of drop and congestion control works."},
+    {"PRIORITY", "auto", "auto or 0..7", "802.1p priority (PCP) for PFC; auto is 0 unless the peer asks for another."},
+    {"CNP_DSCP", "48", "0..63", "DSCP of the congestion notification packets the userspace device sends."},
+};
+
+enum class Reachability : uint8_t { route, local_subnet, all };
+
+constexpr std::string_view to_string(Reachability r) {
+    return r == Reachability::route ? "route" : r == Reachability::local_subnet ? "local_subnet" : "all";
+}
+
+struct SubnetFilter {
+    bool deny = false;                  // list is a deny list ("^...")
+    std::vector<IpPrefix> prefixes;     // empty + !deny: everything allowed
+    bool allows(const IpAddr& a) const;
+    bool is_all() const { return !deny && prefixes.empty(); }
+};
+
+struct GidConfig {
+    std::optional<unsigned> gid_index;     // nullopt: auto
+    std::optional<Family> family;
+    std::optional<RoceVersion> version;
+    SubnetFilter subnets;
+    Reachability reachability = Reachability::route;
+    std::optional<std::string> netdev;
+    std::optional<uint8_t> traffic_class;  // whole ToS byte
+    std::optional<uint8_t> dscp;
+    std::optional<uint8_t> ecn;            // 0 not-ECT, 1 ECT(1), 2 ECT(0)
+    std::optional<uint8_t> priority;
+    uint8_t cnp_dscp = 48;
+};
+
+// One setting by name (with or without the UCX_RC_ROCE_ prefix). Unknown names are errors too.
+Status set_gid_config(GidConfig& cfg, std::string_view name, std::string_view value, std::string& err);
+
+// Several settings, then the cross-checks (e.g. TRAFFIC_CLASS together with DSCP).
+Status parse_gid_config(std::span<const std::pair<std::string, std::string>> settings, GidConfig& out,
+                        std::string& err);
+
+// Reads every UCX_RC_ROCE_<NAME> of the table from the environment.
+Status gid_config_from_env(GidConfig& out, std::string& err);
+
+// Settings that only make sense against a concrete port: index in range and of the configured
+// type and family, a netdev that appears in the table.
+Status check_gid_config(const GidConfig& cfg, const PortInfo& port, std::string& err);
+
+// "UCX_RC_ROCE_<name>=<value>: <problem>; valid: <choices>"
+std::string config_error(std::string_view name, std::string_view value, std::string_view problem,
+                         std::string_view valid = {});
+
+} // namespace roce::gid

@@ -1,0 +1,204 @@
+// roce_doctor: diagnostics for RoCE setups. First subcommand, `gid`: prints each RoCE port's GID
+// table, the entry chosen per peer (or per local subnet when no peer is given) and why every
+// other entry was rejected, and the traffic class that would be used.
+//
+//   roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... [--set NAME=VALUE]...
+//
+// --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
+// system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
+// environment, then --set. --netdev shows the table the userspace device synthesises for IF.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gid/config.hpp"
+#include "gid/explain.hpp"
+#include "gid/gid_table.hpp"
+#include "gid/netdev.hpp"
+#include "gid/select.hpp"
+#include "gid/synth.hpp"
+#include "gid/traffic_class.hpp"
+
+using namespace roce::gid;
+using roce::Status;
+
+namespace {
+
+int usage(FILE* f) {
+    std::fprintf(f,
+                 "usage: roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... "
+                 "[--set NAME=VALUE]...\n"
+                 "  Shows the GID table of every RoCE port, the entry chosen per peer (or per local subnet)\n"
+                 "  and why each other entry was rejected, and the traffic class.\n"
+                 "  NAME is a UCX_RC_ROCE_ setting without the prefix:");
+    for (const auto& v : gid_config_vars) std::fprintf(f, " %.*s", int(v.name.size()), v.name.data());
+    std::fprintf(f, "\n");
+    return f == stderr ? 2 : 0;
+}
+
+struct Options {
+    std::string sysfs = "/";
+    std::string dev;
+    unsigned port = 0;   // 0: every port
+    std::vector<std::string> netdevs;
+    std::vector<std::pair<std::string, IpAddr>> peers;
+    std::vector<std::pair<std::string, std::string>> settings;
+};
+
+bool vlan_tagged(const PortInfo& port, const NetModel& net, const Selection& sel) {
+    if (!sel.index) return false;
+    const Netdev* n = net.find(port.gids[*sel.index].ndev);
+    return n && n->vlan_id;
+}
+
+// One port: table, selections, traffic class. Returns false when nothing could be chosen.
+bool report_port(const PortInfo& port, const NetModel& net, const GidConfig& cfg, const Options& opt) {
+    std::fputs(format_gid_table(port, net).c_str(), stdout);
+    std::string err;
+    if (check_gid_config(cfg, port, err) != Status::ok) {
+        std::printf("error: %s\n\n", err.c_str());
+        return false;
+    }
+    bool ok = true;
+    Selection iface = select_gid(port, net, cfg);
+    std::fputs(format_selection("interface default", iface).c_str(), stdout);
+    ok &= iface.status == Status::ok;
+
+    std::vector<std::pair<std::string, IpAddr>> targets = opt.peers;
+    if (targets.empty()) {
+        // No peer given: one synthetic peer per local subnet (its network address), which answers
+        // "which entry would talk to that subnet".
+        std::set<IpPrefix> subnets;
+        for (const auto& g : advertised_gids(port, net, cfg))
+            for (const auto& a : net.addrs)
+                if (a.prefix.addr == g.gid.raw && !a.prefix.addr.is_link_local()) subnets.insert(a.prefix.network());
+        for (const auto& s : subnets) targets.emplace_back("subnet " + s.str(), s.addr);
+    }
+    for (const auto& [label, addr] : targets) {
+        const PeerGid peer{Gid{addr}, std::nullopt};
+        Selection sel = select_gid(port, net, cfg, std::span(&peer, 1));
+        std::fputs(format_selection(label, sel).c_str(), stdout);
+        ok &= sel.status == Status::ok;
+    }
+    const TrafficClass tc = resolve_traffic_class(cfg, port.default_tclass);
+    std::fputs(format_traffic_class(tc, cnp_class(cfg, tc), vlan_tagged(port, net, iface)).c_str(), stdout);
+    std::printf("\n");
+    return ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) return usage(stderr);
+    if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) return usage(stdout);
+    if (std::strcmp(argv[1], "gid") != 0) {
+        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid\n", argv[1]);
+        return 2;
+    }
+    Options opt;
+    for (int i = 2; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "roce_doctor: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "-h" || a == "--help") return usage(stdout);
+        if (a == "--sysfs") opt.sysfs = value();
+        else if (a == "--dev") {
+            opt.dev = value();
+            if (auto c = opt.dev.find(':'); c != std::string::npos) {
+                opt.port = static_cast<unsigned>(std::strtoul(opt.dev.c_str() + c + 1, nullptr, 10));
+                opt.dev.resize(c);
+            }
+        } else if (a == "--netdev") opt.netdevs.push_back(value());
+        else if (a == "--peer") {
+            const std::string p = value();
+            auto ip = IpAddr::parse(p);
+            if (!ip) {
+                std::fprintf(stderr, "roce_doctor: --peer %s: not an IPv4 or IPv6 address\n", p.c_str());
+                return 2;
+            }
+            opt.peers.emplace_back("peer " + p, *ip);
+        } else if (a == "--set") {
+            const std::string kv = value();
+            const auto eq = kv.find('=');
+            if (eq == std::string::npos) {
+                std::fprintf(stderr, "roce_doctor: --set %s: expected NAME=VALUE\n", kv.c_str());
+                return 2;
+            }
+            opt.settings.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+        } else {
+            std::fprintf(stderr, "roce_doctor gid: unknown option '%s'\n", a.c_str());
+            return usage(stderr);
+        }
+    }
+
+    // Environment first, --set after it: later settings override earlier ones, and the
+    // cross-checks (TRAFFIC_CLASS with DSCP, ...) see the merged result.
+    std::vector<std::pair<std::string, std::string>> settings;
+    for (const auto& v : gid_config_vars) {
+        const std::string env = std::string(config_prefix) + std::string(v.name);
+        if (const char* val = std::getenv(env.c_str())) settings.emplace_back(std::string(v.name), val);
+    }
+    settings.insert(settings.end(), opt.settings.begin(), opt.settings.end());
+    std::string err;
+    GidConfig cfg;
+    if (parse_gid_config(settings, cfg, err) != Status::ok) {
+        std::fprintf(stderr, "error: %s\n", err.c_str());
+        return 2;
+    }
+
+    const SysRoot root(opt.sysfs);
+    NetModel net;
+    if (load_net_model(root, net, err) != Status::ok) {
+        std::fprintf(stderr, "error: %s\n", err.c_str());
+        return 1;
+    }
+
+    bool ok = true;
+    int shown = 0;
+    for (const auto& dev : list_rdma_devices(root)) {
+        if (!opt.dev.empty() && dev != opt.dev) continue;
+        for (unsigned p : list_ports(root, dev)) {
+            if (opt.port && p != opt.port) continue;
+            PortInfo port;
+            if (read_port(root, dev, p, port, err) != Status::ok) {
+                std::printf("error: %s\n", err.c_str());
+                ok = false;
+                continue;
+            }
+            ok &= report_port(port, net, cfg, opt);
+            ++shown;
+        }
+    }
+    if (!opt.dev.empty() && shown == 0) {
+        PortInfo port;
+        read_port(root, opt.dev, opt.port ? opt.port : 1, port, err);
+        std::fprintf(stderr, "error: %s\n", err.c_str());
+        return 1;
+    }
+    std::vector<std::string> netdevs = opt.netdevs;
+    if (shown == 0 && netdevs.empty()) {
+        std::printf("no RDMA devices under %s; the userspace device would synthesise these tables:\n\n",
+                    root.path("sys/class/infiniband").c_str());
+        for (const auto& n : net.netdevs)
+            if (n.up() && !net.addresses_of(n.name).empty()) netdevs.push_back(n.name);
+    }
+    for (const auto& nd : netdevs) {
+        if (!net.find(nd)) {
+            std::string names;
+            for (const auto& n : net.netdevs) names += (names.empty() ? "" : ", ") + n.name;
+            std::fprintf(stderr, "error: --netdev %s: unknown netdev; valid: %s\n", nd.c_str(), names.c_str());
+            return 2;
+        }
+        ok &= report_port(synthesize_port(net, nd), net, cfg, opt);
+    }
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,17 @@
+// The userspace RoCEv2 device has no sysfs GID table. To apply the same policy, synthesise the
+// table the kernel would build for the netdev it runs on: one entry per address of the netdev and
+// of its VLAN devices, kernel order (link-local default GID first, then the addresses), and only
+// RoCE v2 entries - the userspace device sends UDP/4791 and cannot emit Ethertype 0x8915 (v1).
+#pragma once
+#include <string_view>
+
+#include "gid/gid_table.hpp"
+#include "gid/netdev.hpp"
+
+namespace roce::gid {
+
+// dev of the result is the netdev name, port 1, synthesised = true. Unusable (tentative,
+// dadfailed) addresses are left out: the kernel would not install them either.
+PortInfo synthesize_port(const NetModel& net, std::string_view netdev);
+
+} // namespace roce::gid

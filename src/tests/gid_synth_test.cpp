@@ -1,0 +1,126 @@
+// The userspace device's synthesised GID table, the live system, and the roce_doctor command.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gid/select.hpp"
+#include "gid/synth.hpp"
+
+using namespace roce::gid;
+using roce::Status;
+
+namespace {
+
+const std::string fixtures = ROCE_GID_FIXTURE_DIR;
+
+struct DoctorRun {
+    int code = -1;
+    std::string out;
+};
+
+DoctorRun doctor(const std::string& args) {
+    DoctorRun r;
+    const std::string cmd = std::string(ROCE_DOCTOR_PATH) + " " + args + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+    const int status = ::pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+
+} // namespace
+
+TEST(GidSynth, VlanHostTableMirrorsKernelOrder) {
+    const SysRoot root(fixtures + "/vlan");
+    NetModel net;
+    std::string err;
+    ASSERT_EQ(load_net_model(root, net, err), Status::ok);
+    const PortInfo port = synthesize_port(net, "ens1f0");
+    EXPECT_TRUE(port.synthesised);
+    ASSERT_EQ(port.gids.size(), 5u);
+    // ens1f0: link-local first, then its address; then each VLAN device the same way.
+    EXPECT_TRUE(port.gids[0].ip().is_link_local());
+    EXPECT_EQ(port.gids[1].ip().str(), "10.0.0.1");
+    EXPECT_EQ(port.gids[2].ndev, "ens1f0.100");
+    EXPECT_EQ(port.gids[3].ip().str(), "10.100.0.1");
+    EXPECT_EQ(port.gids[4].ndev, "ens1f0.200");
+    for (const auto& e : port.gids) EXPECT_EQ(e.version, RoceVersion::v2);   // UDP only
+
+    const PeerGid peer{Gid{*IpAddr::parse("10.100.0.7")}, RoceVersion::v2};
+    const Selection s = select_gid(port, net, GidConfig{}, std::span(&peer, 1));
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(*s.index, 3u);
+    EXPECT_EQ(s.at(4).verdict, Verdict::netdev_down);
+}
+
+TEST(GidSynth, LeavesOutDadFailedAddresses) {
+    NetModel net;
+    std::string err;
+    ASSERT_EQ(load_net_model(SysRoot(fixtures + "/ipv6_only"), net, err), Status::ok);
+    const PortInfo port = synthesize_port(net, "ens2f0");
+    ASSERT_EQ(port.gids.size(), 2u);
+    EXPECT_EQ(port.gids[1].ip().str(), "2001:db8:10::5");
+}
+
+// The loopback demo: the userspace device on lo, peer on the same host.
+TEST(GidSynth, LiveLoopback) {
+    NetModel net;
+    std::string err;
+    ASSERT_EQ(load_net_model(SysRoot("/"), net, err), Status::ok) << err;
+    if (net.find_address("lo", *IpAddr::parse("127.0.0.1")) == nullptr) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+    const PortInfo port = synthesize_port(net, "lo");
+    const PeerGid peer{Gid{*IpAddr::parse("127.0.0.1")}, RoceVersion::v2};
+    const Selection s = select_gid(port, net, GidConfig{}, std::span(&peer, 1));
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(port.gids[*s.index].ip().str(), "127.0.0.1");
+    EXPECT_HAS(s.reason, "local 127.0.0.0/8 dev lo");
+}
+
+TEST(GidDoctor, ExplainsChoicePerPeer) {
+    const DoctorRun r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --peer 10.0.0.2 --peer 2001:db8:0:1::9");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "mlx5_0 port 1: Ethernet, 16 GID entries, device traffic class 106");
+    EXPECT_HAS(r.out, "3    0000:0000:0000:0000:0000:ffff:0a00:0001  RoCE v2     up      10.0.0.1/24");
+    EXPECT_HAS(r.out, "peer 10.0.0.2: index 3 (RoCE v2 IPv4 10.0.0.1 on ens1f0 -> 10.0.0.2: connected route");
+    EXPECT_HAS(r.out, "peer 2001:db8:0:1::9: index 5");
+    EXPECT_HAS(r.out, "traffic class: tos 106 (DSCP 26, ECT(0)) priority 0 [tos: device default");
+    EXPECT_HAS(r.out, "CNP: tos 192 (DSCP 48)");
+}
+
+TEST(GidDoctor, PerSubnetWithoutPeer) {
+    const DoctorRun r = doctor("gid --sysfs " + fixtures + "/vlan");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "subnet 10.0.0.0/24: index 3");
+    EXPECT_HAS(r.out, "subnet 10.100.0.0/24: index 7");
+    EXPECT_HAS(r.out, "netdev ens1f0.200 is down");
+}
+
+TEST(GidDoctor, BadSettingsAreOneLineErrors) {
+    DoctorRun r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --set DSCP=99");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.out, "error: UCX_RC_ROCE_DSCP=99: out of range; valid: auto or 0..63\n");
+    r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --set GID_INDEX=40");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_HAS(r.out, "error: UCX_RC_ROCE_GID_INDEX=40: out of range for mlx5_0 port 1 (16 entries)");
+    r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --dev mlx5_7");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_HAS(r.out, "RDMA device 'mlx5_7' not found");
+    r = doctor("frobnicate");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.out, "unknown subcommand 'frobnicate'; valid: gid");
+}
+
+TEST(GidDoctor, SynthesisedTableForNetdev) {
+    const DoctorRun r = doctor("gid --sysfs " + fixtures + "/vlan --dev none --netdev ens1f0.100 2>/dev/null; " +
+                         std::string(ROCE_DOCTOR_PATH) + " gid --sysfs " + fixtures + "/bond --netdev bond0 --peer 10.1.0.7");
+    EXPECT_HAS(r.out, "bond0 port 1: Ethernet, 2 GID entries (synthesised from netdev addresses)");
+    EXPECT_HAS(r.out, "peer 10.1.0.7: index 1");
+}
