@@ -23,6 +23,7 @@ struct Options {
     int bw_window = 16;        // messages in flight for the bandwidth phase
     int bw_iters = 20;         // windows per size
     bool check = true;
+    size_t only_size = 0;      // run just this size (e.g. the loss test's 1000 x 1 MiB)
 };
 
 uint8_t pattern(size_t size, int iter, int sender, size_t i) {
@@ -66,6 +67,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--bw-iters") o.bw_iters = std::atoi(next());
         else if (a == "--window") o.bw_window = std::atoi(next());
         else if (a == "--no-check") o.check = false;
+        else if (a == "--only-size") o.only_size = std::strtoull(next(), nullptr, 0);
         else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); std::exit(2); }
     }
     return o;
@@ -89,7 +91,11 @@ int main(int argc, char** argv) {
     long errors = 0;
 
     if (rank == 0) std::printf("# mpi_pingpong: 2 ranks, max %zu B, check=%d\n", o.max_size, o.check);
-    for (size_t size : sizes_up_to(o.max_size)) {
+    const std::vector<size_t> sizes =
+        o.only_size ? std::vector<size_t>{o.only_size} : sizes_up_to(o.max_size);
+    if (o.only_size > o.max_size) { buf.resize(o.only_size); rbuf.resize(o.only_size); }
+    long transfers = 0;
+    for (size_t size : sizes) {
         int iters = std::max(5, int(o.lat_iters * std::min(1.0, 65536.0 / double(size))));
         // Latency: rank 0 sends pattern(iter, 0), rank 1 checks it and answers pattern(iter, 1).
         double t0 = 0;
@@ -147,6 +153,7 @@ int main(int argc, char** argv) {
             if (rank == 1) MPI_Send(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
             else MPI_Recv(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         }
+        transfers += 2L * (iters + 2) + long(o.bw_window) * (bw_iters + 1);
         double secs = MPI_Wtime() - t1;
         double mbps = double(size) * o.bw_window * bw_iters / secs / 1e6;
         if (rank == 0) {
@@ -157,7 +164,7 @@ int main(int argc, char** argv) {
 
     long total = 0;
     MPI_Reduce(&errors, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0) std::printf("# mpi_pingpong: %ld mismatches\n", total);
+    if (rank == 0) std::printf("# mpi_pingpong: %ld transfers, %ld mismatches\n", transfers, total);
     MPI_Bcast(&total, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return total == 0 ? 0 : 1;
