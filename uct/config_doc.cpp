@@ -1,0 +1,41 @@
+// roce_config_doc: prints the rc_roce tunables (config_table.hpp) as a Markdown table, so the
+// README documents exactly what `ucx_info -c` shows.
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "config_table.hpp"
+
+namespace {
+
+const char* type_text(std::string_view type) {
+    if (type == "UINT") return "unsigned integer";
+    if (type == "MEMUNITS") return "memory units (e.g. 64k, 1m)";
+    if (type == "TIME") return "time (e.g. 2ms, 200us)";
+    if (type == "DOUBLE") return "floating point";
+    if (type == "BOOL") return "y/n";
+    if (type == "ULONG") return "unsigned long";
+    if (type == "LOG_LEVEL") return "log level";
+    return "value";
+}
+
+std::string escape(const char* text) {
+    std::string out;
+    for (const char* p = text; *p != '\0'; ++p) {
+        if (*p == '|') out += '\\';
+        out += *p;
+    }
+    return out;
+}
+
+} // namespace
+
+int main() {
+    std::printf("| Variable | Default | Type | Description |\n");
+    std::printf("|---|---|---|---|\n");
+    for (const auto& e : roce::uct::config_doc) {
+        std::printf("| `UCX_%s%s` | `%s` | %s | %s |\n", roce::uct::tl_config_prefix, e.name, e.dfl,
+                    type_text(e.type), escape(e.doc).c_str());
+    }
+    return 0;
+}

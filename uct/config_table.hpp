@@ -1,0 +1,80 @@
+// The rc_roce tunables, written once. No UCX headers here: the same list feeds the UCX
+// configuration table (config_table.cpp, variables UCX_RC_ROCE_<NAME>, shown by `ucx_info -c`)
+// and the Markdown table printed by `roce_config_doc` for the README.
+//
+// X(field, c_type, NAME, default, TYPE, doc)
+//   field   member of roce::uct::IfaceConfig
+//   c_type  its C type; must match what the UCX parser of TYPE writes
+//   TYPE    UCS_CONFIG_TYPE_<TYPE> (UINT: unsigned, MEMUNITS: size_t, TIME: double seconds,
+//           DOUBLE: double, BOOL: int, ULONG: unsigned long, LOG_LEVEL: ucs_log_level_t enum)
+#pragma once
+
+#define ROCE_IFACE_CONFIG(X)                                                                   \
+    X(mtu, unsigned, "MTU", "4096", UINT,                                                      \
+      "Path MTU in bytes (RoCEv2 payload per packet): 256, 512, 1024, 2048 or 4096.")         \
+    X(tx_queue_len, unsigned, "TX_QUEUE_LEN", "256", UINT,                                     \
+      "Send queue depth of every QP: work requests in flight before operations return "        \
+      "UCS_ERR_NO_RESOURCE (and callers queue on the pending queue).")                         \
+    X(max_rd_atomic, unsigned, "MAX_RD_ATOMIC", "16", UINT,                                    \
+      "Outstanding RDMA READ and atomic requests per QP.")                                     \
+    X(timeout, double, "TIMEOUT", "2ms", TIME,                                                 \
+      "First retransmission timeout of a QP; it doubles on every retry.")                      \
+    X(retry_count, unsigned, "RETRY_COUNT", "7", UINT,                                         \
+      "Retransmissions before a QP fails with UCS_ERR_ENDPOINT_TIMEOUT (peer failure).")       \
+    X(rnr_retry, unsigned, "RNR_RETRY", "7", UINT,                                             \
+      "Receiver-not-ready retries before a QP fails; 7 means infinite, as in InfiniBand.")     \
+    X(ack_coalesce, unsigned, "ACK_COALESCE", "16", UINT,                                      \
+      "The responder acknowledges at most every N packets (and on AckReq or when idle).")      \
+    X(max_recv_msg, size_t, "MAX_RECV_MSG", "128k", MEMUNITS,                                   \
+      "Largest SEND message the responder reassembles. Bounds the active-message sizes "       \
+      "(max_bcopy/max_zcopy) and the bcopy PUT/GET sizes.")                                    \
+    X(rx_queue_len, unsigned, "RX_QUEUE_LEN", "1024", UINT,                                    \
+      "Received messages not yet handed to UCX before the responder answers with RNR NAK.")   \
+    X(traffic_class, unsigned, "TRAFFIC_CLASS", "0", UINT,                                     \
+      "IP TOS / IPv6 traffic class byte of every packet (DSCP << 2 | ECN).")                   \
+    X(port, unsigned, "PORT", "0", UINT,                                                       \
+      "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
+      "processes or interfaces share a host address).")                                        \
+    X(progress_thread, int, "PROGRESS_THREAD", "y", BOOL,                                      \
+      "Run a background thread that serves one-sided operations (RDMA READ/WRITE/atomics, "    \
+      "ACKs, retransmissions) while the owner does not call progress.")                        \
+    X(idle_takeover, double, "IDLE_TAKEOVER", "200us", TIME,                                   \
+      "How long the owner may stay out of progress before the background thread takes over.") \
+    X(gso, int, "GSO", "y", BOOL,                                                              \
+      "Transmit runs of equal-size packets to one peer as one UDP_SEGMENT send (kernel GSO); "\
+      "off when the kernel lacks it or fault injection is active.")                           \
+    X(gro, int, "GRO", "y", BOOL,                                                              \
+      "Receive coalesced datagrams (kernel UDP GRO) and split them into packets.")             \
+    X(fault_drop, double, "FAULT_DROP", "0", DOUBLE,                                           \
+      "Fault injection (tests only): probability in [0,1] to drop a transmitted packet.")     \
+    X(fault_duplicate, double, "FAULT_DUPLICATE", "0", DOUBLE,                                 \
+      "Fault injection (tests only): probability to transmit a packet twice.")                 \
+    X(fault_reorder, double, "FAULT_REORDER", "0", DOUBLE,                                     \
+      "Fault injection (tests only): probability to hold a packet back behind the next one.") \
+    X(fault_corrupt, double, "FAULT_CORRUPT", "0", DOUBLE,                                     \
+      "Fault injection (tests only): probability to flip a payload bit (the receiver's "      \
+      "ICRC check must drop the packet).")                                                     \
+    X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
+      "Seed of the fault-injection random generator (reproducible runs).")                     \
+    X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
+      "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
+      "so UCX_LOG_LEVEL must allow them too.")
+
+namespace roce::uct {
+
+// Prefix of the transport's variables after UCX_ (UCX_RC_ROCE_MTU, ...).
+inline constexpr const char* tl_config_prefix = "RC_ROCE_";
+
+// The table as plain text, for documentation tools.
+struct ConfigDoc {
+    const char* name;     // without prefix
+    const char* dfl;
+    const char* type;     // TYPE token
+    const char* doc;
+};
+
+#define ROCE_CONFIG_DOC_ENTRY(_field, _ctype, _name, _dfl, _type, _doc) {_name, _dfl, #_type, _doc},
+inline constexpr ConfigDoc config_doc[] = {ROCE_IFACE_CONFIG(ROCE_CONFIG_DOC_ENTRY)};
+#undef ROCE_CONFIG_DOC_ENTRY
+
+} // namespace roce::uct

@@ -1,0 +1,464 @@
+/*
+ * UCT-level self-test of the rc_roce glue, through the public UCT API only (the plugin is
+ * LD_PRELOADed by CTest). Two interfaces of one process on the same netdev talk to each other.
+ *
+ *   uct_selftest basic   AM short/bcopy, PUT/GET (short, bcopy, zcopy), 64- and 32-bit atomics
+ *                        with their values checked, flush (ep/iface), send-queue exhaustion,
+ *                        AM alignment parameter checks, rkey validation, MD allocation
+ *   uct_selftest failure a peer that is gone: the QP fails, the error handler runs once,
+ *                        later operations and flushes return the error
+ *   uct_selftest events  event_arm / event fd: armed, then readable when an AM arrives
+ *
+ * Environment: DEV (netdev, default lo).
+ */
+#include <uct/api/uct.h>
+#include <ucs/async/async_fwd.h>
+
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int g_failures;
+
+#define CHECK(_cond, ...) \
+    do { \
+        if (!(_cond)) { \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #_cond); \
+            printf(__VA_ARGS__); \
+            printf("\n"); \
+            ++g_failures; \
+        } \
+    } while (0)
+
+#define MUST(_x) \
+    do { \
+        ucs_status_t _s = (_x); \
+        if (_s != UCS_OK && _s != UCS_INPROGRESS) { \
+            printf("FAIL %s:%d: %s -> %s\n", __FILE__, __LINE__, #_x, ucs_status_string(_s)); \
+            exit(1); \
+        } \
+    } while (0)
+
+typedef struct {
+    uct_component_h cmp;
+    uct_md_h md;
+    ucs_async_context_t *async;
+    uct_worker_h worker;
+    uct_md_config_t *md_config;
+    uct_iface_config_t *iface_config;
+    uct_iface_params_t params;
+    uct_iface_h sender, receiver;
+    uct_ep_h ep;
+} ctx_t;
+
+static int g_errors;
+static int g_am_count;
+static size_t g_am_len;
+static uint8_t g_am_buf[70000];
+static int g_done;
+
+static ucs_status_t err_handler(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    printf("error handler: %s\n", ucs_status_string(status));
+    ++g_errors;
+    return UCS_OK;
+}
+
+static ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    ++g_am_count;
+    g_am_len = length;
+    memcpy(g_am_buf, data, length);
+    return UCS_OK;
+}
+
+static void comp_cb(uct_completion_t *comp)
+{
+    ++g_done;
+    CHECK(comp->status == UCS_OK, "completion status %s", ucs_status_string(comp->status));
+}
+
+static size_t pack_5a(void *dst, void *arg)
+{
+    memset(dst, 0x5a, 1000);
+    return 1000;
+}
+
+static uint64_t g_unpack_sum;
+static void unpack_sum(void *arg, const void *data, size_t length)
+{
+    g_unpack_sum = 0;
+    for (size_t i = 0; i < length; ++i) {
+        g_unpack_sum += ((const uint8_t*)data)[i];
+    }
+}
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress(ctx_t *c) { uct_worker_progress(c->worker); }
+
+static void wait_done(ctx_t *c, int before)
+{
+    double t0 = now_sec();
+    while (g_done == before && now_sec() - t0 < 10) {
+        progress(c);
+    }
+    CHECK(g_done > before, "operation did not complete within 10 s");
+}
+
+static void flush_ep(ctx_t *c)
+{
+    double t0 = now_sec();
+    while (uct_ep_flush(c->ep, 0, NULL) != UCS_OK && now_sec() - t0 < 10) {
+        progress(c);
+    }
+}
+
+static void open_all(ctx_t *c, int with_err_handler, int close_receiver_first)
+{
+    uct_component_h *comps;
+    unsigned num;
+    memset(c, 0, sizeof(*c));
+    MUST(uct_query_components(&comps, &num));
+    for (unsigned i = 0; i < num; ++i) {
+        uct_component_attr_t attr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
+        MUST(uct_component_query(comps[i], &attr));
+        if (!strcmp(attr.name, "roce")) {
+            c->cmp = comps[i];
+        }
+    }
+    if (c->cmp == NULL) {
+        printf("FAIL: component roce is not registered (is libuct_roce preloaded?)\n");
+        exit(1);
+    }
+    MUST(uct_md_config_read(c->cmp, NULL, NULL, &c->md_config));
+    MUST(uct_md_open(c->cmp, "roce", c->md_config, &c->md));
+    MUST(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &c->async));
+    MUST(uct_worker_create(c->async, UCS_THREAD_MODE_SINGLE, &c->worker));
+    MUST(uct_md_iface_config_read(c->md, "rc_roce", NULL, NULL, &c->iface_config));
+
+    c->params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    c->params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+    c->params.mode.device.tl_name = "rc_roce";
+    c->params.mode.device.dev_name = getenv("DEV") ? getenv("DEV") : "lo";
+    if (with_err_handler) {
+        c->params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        c->params.err_handler = err_handler;
+    }
+    MUST(uct_iface_open(c->md, c->worker, &c->params, c->iface_config, &c->sender));
+    MUST(uct_iface_open(c->md, c->worker, &c->params, c->iface_config, &c->receiver));
+    uct_iface_progress_enable(c->sender, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_iface_progress_enable(c->receiver, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    MUST(uct_iface_set_am_handler(c->receiver, 5, am_handler, NULL, 0));
+
+    uint8_t dev_addr[64], iface_addr[64];
+    MUST(uct_iface_get_device_address(c->receiver, (uct_device_addr_t*)dev_addr));
+    MUST(uct_iface_get_address(c->receiver, (uct_iface_addr_t*)iface_addr));
+    CHECK(uct_iface_is_reachable(c->sender, (uct_device_addr_t*)dev_addr,
+                                 (uct_iface_addr_t*)iface_addr), "peer not reachable");
+    if (close_receiver_first) {
+        uct_iface_close(c->receiver);
+        c->receiver = NULL;
+    }
+    uct_ep_params_t ep_params = {
+        .field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                      UCT_EP_PARAM_FIELD_IFACE_ADDR,
+        .iface      = c->sender,
+        .dev_addr   = (uct_device_addr_t*)dev_addr,
+        .iface_addr = (uct_iface_addr_t*)iface_addr,
+    };
+    MUST(uct_ep_create(&ep_params, &c->ep));
+}
+
+static void close_all(ctx_t *c)
+{
+    uct_ep_destroy(c->ep);
+    uct_iface_close(c->sender);
+    if (c->receiver != NULL) {
+        uct_iface_close(c->receiver);
+    }
+    uct_config_release(c->iface_config);
+    uct_worker_destroy(c->worker);
+    ucs_async_context_destroy(c->async);
+    uct_md_close(c->md);
+    uct_config_release(c->md_config);
+}
+
+static void test_alignment_params(ctx_t *c)
+{
+    uct_iface_params_t p;
+    uct_iface_h iface;
+
+    p = c->params;   /* offset without alignment */
+    p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+    p.am_align_offset = 11;
+    CHECK(uct_iface_open(c->md, c->worker, &p, c->iface_config, &iface) == UCS_ERR_INVALID_PARAM,
+          "align offset without alignment accepted");
+
+    p = c->params;   /* not a power of 2 */
+    p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT;
+    p.am_alignment = 3;
+    CHECK(uct_iface_open(c->md, c->worker, &p, c->iface_config, &iface) == UCS_ERR_INVALID_PARAM,
+          "alignment 3 accepted");
+
+    p = c->params;   /* offset >= alignment */
+    p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT | UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+    p.am_alignment = 8;
+    p.am_align_offset = 8;
+    CHECK(uct_iface_open(c->md, c->worker, &p, c->iface_config, &iface) == UCS_ERR_INVALID_PARAM,
+          "offset 8 with alignment 8 accepted");
+
+    p = c->params;   /* valid */
+    p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT | UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+    p.am_alignment = 64;
+    p.am_align_offset = 8;
+    ucs_status_t s = uct_iface_open(c->md, c->worker, &p, c->iface_config, &iface);
+    CHECK(s == UCS_OK, "valid alignment refused: %s", ucs_status_string(s));
+    if (s == UCS_OK) {
+        uct_iface_close(iface);
+    }
+}
+
+static int test_basic(void)
+{
+    ctx_t c;
+    open_all(&c, 0, 0);
+    test_alignment_params(&c);
+
+    /* active messages */
+    uint64_t payload = 0x1122334455667788ull;
+    MUST(uct_ep_am_short(c.ep, 5, 0xabcdef, &payload, 8));
+    while (g_am_count < 1) progress(&c);
+    CHECK(g_am_len == 16 && *(uint64_t*)g_am_buf == 0xabcdef &&
+          *(uint64_t*)(g_am_buf + 8) == payload, "am_short len %zu", g_am_len);
+    CHECK(uct_ep_am_bcopy(c.ep, 5, pack_5a, NULL, 0) == 1000, "am_bcopy length");
+    while (g_am_count < 2) progress(&c);
+    CHECK(g_am_len == 1000 && g_am_buf[999] == 0x5a, "am_bcopy payload");
+    uct_iov_t am_iov[2] = {{.buffer = &payload, .length = 8, .count = 1},
+                           {.buffer = &payload, .length = 4, .count = 1}};
+    MUST(uct_ep_am_short_iov(c.ep, 5, am_iov, 2));
+    while (g_am_count < 3) progress(&c);
+    CHECK(g_am_len == 12, "am_short_iov length %zu", g_am_len);
+
+    /* memory */
+    static uint64_t target[16] __attribute__((aligned(64)));
+    static uint8_t big[65536], local[65536];
+    uct_mem_h mh_t, mh_b, mh_l;
+    MUST(uct_md_mem_reg(c.md, target, sizeof(target), UCT_MD_MEM_ACCESS_ALL, &mh_t));
+    MUST(uct_md_mem_reg(c.md, big, sizeof(big), UCT_MD_MEM_ACCESS_ALL, &mh_b));
+    MUST(uct_md_mem_reg(c.md, local, sizeof(local), UCT_MD_MEM_ACCESS_ALL, &mh_l));
+    uint8_t rkey_buf[2][64];
+    uct_rkey_bundle_t rk_t, rk_b;
+    MUST(uct_md_mkey_pack(c.md, mh_t, rkey_buf[0]));
+    MUST(uct_md_mkey_pack(c.md, mh_b, rkey_buf[1]));
+    MUST(uct_rkey_unpack(c.cmp, rkey_buf[0], &rk_t));
+    MUST(uct_rkey_unpack(c.cmp, rkey_buf[1], &rk_b));
+    uint8_t bad[64] = {0};
+    uct_rkey_bundle_t rk_bad;
+    CHECK(uct_rkey_unpack(c.cmp, bad, &rk_bad) == UCS_ERR_INVALID_PARAM, "foreign rkey accepted");
+
+    uct_completion_t comp = {.func = comp_cb, .count = 1, .status = UCS_OK};
+    uint64_t r64;
+    uint32_t r32;
+    int before;
+
+    MUST(uct_ep_put_short(c.ep, &payload, 8, (uintptr_t)&target[0], rk_t.rkey));
+    flush_ep(&c);
+    CHECK(target[0] == payload, "put_short");
+
+#define FETCH64(_op, _val, _exp_old, _exp_new) \
+    comp.count = 1; before = g_done; \
+    MUST(uct_ep_atomic64_fetch(c.ep, _op, _val, &r64, (uintptr_t)&target[1], rk_t.rkey, &comp)); \
+    wait_done(&c, before); \
+    CHECK(r64 == (_exp_old) && target[1] == (_exp_new), #_op " old %lu new %lu", \
+          (unsigned long)r64, (unsigned long)target[1]);
+
+    target[1] = 10;
+    FETCH64(UCT_ATOMIC_OP_ADD, 5, 10, 15);
+    FETCH64(UCT_ATOMIC_OP_XOR, 0xff, 15, 240);
+    FETCH64(UCT_ATOMIC_OP_AND, 0x30, 240, 0x30);
+    FETCH64(UCT_ATOMIC_OP_OR, 0x1, 0x30, 0x31);
+    FETCH64(UCT_ATOMIC_OP_SWAP, 7, 0x31, 7);
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_atomic_cswap64(c.ep, 7, 9, (uintptr_t)&target[1], rk_t.rkey, &r64, &comp));
+    wait_done(&c, before);
+    CHECK(r64 == 7 && target[1] == 9, "cswap64");
+    MUST(uct_ep_atomic64_post(c.ep, UCT_ATOMIC_OP_ADD, 1, (uintptr_t)&target[1], rk_t.rkey));
+    MUST(uct_ep_atomic64_post(c.ep, UCT_ATOMIC_OP_XOR, 3, (uintptr_t)&target[1], rk_t.rkey));
+    flush_ep(&c);
+    CHECK(target[1] == (10 ^ 3), "atomic64_post add+xor: %lu", (unsigned long)target[1]);
+
+    /* 32-bit: both halves of one 64-bit word, the other half must not change */
+    uint32_t *t32 = (uint32_t*)&target[2];
+    t32[0] = 5;
+    t32[1] = 0xaaaaaaaa;
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_atomic32_fetch(c.ep, UCT_ATOMIC_OP_ADD, 3, &r32, (uintptr_t)&t32[0], rk_t.rkey, &comp));
+    wait_done(&c, before);
+    CHECK(r32 == 5 && t32[0] == 8 && t32[1] == 0xaaaaaaaa, "fadd32 low half");
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_atomic32_fetch(c.ep, UCT_ATOMIC_OP_OR, 1, &r32, (uintptr_t)&t32[1], rk_t.rkey, &comp));
+    wait_done(&c, before);
+    CHECK(r32 == 0xaaaaaaaa && t32[1] == 0xaaaaaaab && t32[0] == 8, "for32 high half");
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_atomic_cswap32(c.ep, 8, 77, (uintptr_t)&t32[0], rk_t.rkey, &r32, &comp));
+    wait_done(&c, before);
+    CHECK(r32 == 8 && t32[0] == 77, "cswap32 success");
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_atomic_cswap32(c.ep, 8, 99, (uintptr_t)&t32[0], rk_t.rkey, &r32, &comp));
+    wait_done(&c, before);
+    CHECK(r32 == 77 && t32[0] == 77, "cswap32 failure");
+    MUST(uct_ep_atomic32_post(c.ep, UCT_ATOMIC_OP_ADD, 1, (uintptr_t)&t32[1], rk_t.rkey));
+    flush_ep(&c);
+    CHECK(t32[1] == 0xaaaaaaac && t32[0] == 77, "atomic32_post");
+
+    /* GET / PUT */
+    memset(big, 3, sizeof(big));
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_get_bcopy(c.ep, unpack_sum, NULL, 4096, (uintptr_t)big, rk_b.rkey, &comp));
+    wait_done(&c, before);
+    CHECK(g_unpack_sum == 3 * 4096, "get_bcopy sum %lu", (unsigned long)g_unpack_sum);
+    uct_iov_t iov = {.buffer = local, .length = sizeof(local), .memh = mh_l, .stride = 0, .count = 1};
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_get_zcopy(c.ep, &iov, 1, (uintptr_t)big, rk_b.rkey, &comp));
+    wait_done(&c, before);
+    CHECK(local[0] == 3 && local[sizeof(local) - 1] == 3, "get_zcopy");
+    memset(local, 9, sizeof(local));
+    comp.count = 1; before = g_done;
+    MUST(uct_ep_put_zcopy(c.ep, &iov, 1, (uintptr_t)big, rk_b.rkey, &comp));
+    wait_done(&c, before);
+    CHECK(big[0] == 9 && big[sizeof(big) - 1] == 9, "put_zcopy");
+
+    /* flushes with completion */
+    MUST(uct_ep_put_short(c.ep, &payload, 8, (uintptr_t)&target[3], rk_t.rkey));
+    comp.count = 1; before = g_done;
+    if (uct_ep_flush(c.ep, 0, &comp) == UCS_INPROGRESS) {
+        wait_done(&c, before);
+    }
+    comp.count = 1; before = g_done;
+    if (uct_iface_flush(c.sender, 0, &comp) == UCS_INPROGRESS) {
+        wait_done(&c, before);
+    }
+
+    /* the send queue fills up: no_resource, never a crash or a loss */
+    int sent = 0;
+    for (int i = 0; i < 5000; ++i) {
+        ucs_status_t s = uct_ep_put_short(c.ep, &payload, 8, (uintptr_t)&target[4], rk_t.rkey);
+        if (s == UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        CHECK(s == UCS_OK, "put_short: %s", ucs_status_string(s));
+        ++sent;
+    }
+    printf("send queue: %d puts accepted before UCS_ERR_NO_RESOURCE\n", sent);
+    flush_ep(&c);
+
+    /* MD allocation */
+    uct_allocated_memory_t mem;
+    uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
+    uct_mem_alloc_params_t ap = {
+        .field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MDS |
+                      UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE | UCT_MEM_ALLOC_PARAM_FIELD_NAME,
+        .flags = UCT_MD_MEM_ACCESS_ALL, .mem_type = UCS_MEMORY_TYPE_HOST, .name = "selftest"};
+    ap.mds.mds = &c.md;
+    ap.mds.count = 1;
+    MUST(uct_mem_alloc(10000, &method, 1, &ap, &mem));
+    CHECK(mem.length >= 10000 && mem.memh != UCT_MEM_HANDLE_NULL, "mem_alloc");
+    uct_mem_free(&mem);
+
+    uct_rkey_release(c.cmp, &rk_t);
+    uct_rkey_release(c.cmp, &rk_b);
+    uct_md_mem_dereg(c.md, mh_t);
+    uct_md_mem_dereg(c.md, mh_b);
+    uct_md_mem_dereg(c.md, mh_l);
+    close_all(&c);
+    return g_failures;
+}
+
+static int test_failure(void)
+{
+    ctx_t c;
+    open_all(&c, 1, 1);   /* the receiver is closed before the ep connects: a dead peer */
+    uint64_t x = 1;
+    CHECK(uct_ep_am_short(c.ep, 5, 0, &x, 8) == UCS_OK, "am_short to a dead peer posts");
+    CHECK(uct_ep_check(c.ep, 0, NULL) == UCS_OK, "ep_check");
+    double t0 = now_sec();
+    while (g_errors == 0 && now_sec() - t0 < 20) {
+        progress(&c);
+    }
+    printf("failure detected after %.3f s\n", now_sec() - t0);
+    CHECK(g_errors == 1, "error handler calls: %d", g_errors);
+    ucs_status_t s = uct_ep_flush(c.ep, 0, NULL);
+    CHECK(UCS_STATUS_IS_ERR(s), "flush of a failed ep: %s", ucs_status_string(s));
+    s = uct_ep_put_short(c.ep, &x, 8, 0, 0);
+    CHECK(UCS_STATUS_IS_ERR(s) && s != UCS_ERR_NO_RESOURCE, "put on a failed ep: %s",
+          ucs_status_string(s));
+    for (int i = 0; i < 100; ++i) {
+        progress(&c);
+    }
+    CHECK(g_errors == 1, "error handler called again: %d", g_errors);
+    close_all(&c);
+    return g_failures;
+}
+
+static int test_events(void)
+{
+    ctx_t c;
+    open_all(&c, 0, 0);
+    int fd;
+    MUST(uct_iface_event_fd_get(c.receiver, &fd));
+    for (int round = 0; round < 5; ++round) {
+        double t0 = now_sec();
+        ucs_status_t s;
+        while ((s = uct_iface_event_arm(c.receiver, UCT_EVENT_RECV | UCT_EVENT_SEND_COMP)) ==
+               UCS_ERR_BUSY && now_sec() - t0 < 10) {
+            progress(&c);
+        }
+        CHECK(s == UCS_OK, "event_arm: %s", ucs_status_string(s));
+        uint64_t x = 7;
+        int count = g_am_count;
+        MUST(uct_ep_am_short(c.ep, 5, 0, &x, 8));
+        /* only the sender is progressed: the receiver must be woken by its fd */
+        t0 = now_sec();
+        while (uct_ep_flush(c.ep, 0, NULL) != UCS_OK && now_sec() - t0 < 10) {
+            uct_iface_progress(c.sender);
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        CHECK(poll(&pfd, 1, 5000) == 1, "event fd not readable after an AM (round %d)", round);
+        t0 = now_sec();
+        while (g_am_count == count && now_sec() - t0 < 10) {
+            progress(&c);
+        }
+        CHECK(g_am_count == count + 1, "AM not delivered after wakeup (round %d)", round);
+    }
+    close_all(&c);
+    return g_failures;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "basic";
+    int failures;
+    if (!strcmp(mode, "basic")) {
+        failures = test_basic();
+    } else if (!strcmp(mode, "failure")) {
+        failures = test_failure();
+    } else if (!strcmp(mode, "events")) {
+        failures = test_events();
+    } else {
+        printf("usage: %s basic|failure|events\n", argv[0]);
+        return 2;
+    }
+    printf("%s: %s\n", mode, failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
