@@ -59,6 +59,13 @@ struct DeviceConfig {
     bool progress_thread = true;       // passive-target progress (see above)
     uint32_t idle_takeover_us = 200;
     FaultConfig faults;
+    // Kernel offloads: UDP GSO on transmit (runs of equal-size packets to one peer go out as one
+    // UDP_SEGMENT send; each segment's ICRC is computed for the IPv4 ID the kernel gives it:
+    // 0, 1, 2, ...) and UDP GRO on receive (coalesced datagrams are split at the segment size,
+    // each segment verified on its own). Silently off when the kernel lacks them, and GSO is off
+    // while fault injection is active.
+    bool gso = true;
+    bool gro = true;
 };
 
 // Memory region access rights (bit mask), as in ibv_access_flags.
@@ -99,6 +106,8 @@ struct DeviceStats {
     uint64_t retransmits, duplicates, seq_errors, naks_sent, naks_received;
     uint64_t rnr_naks, timeouts, icrc_errors, malformed, dropped_unknown_qp;
     uint64_t faults_dropped, faults_duplicated, faults_reordered, faults_corrupted;
+    uint64_t gso_sends, gro_datagrams;   // offload use: multi-segment sends / coalesced receives
+    uint64_t rx_nonzero_ipv4_id;         // packets whose ICRC matched a nonzero IPv4 ID (GSO segments)
 };
 
 // Connection events, reported to the owner through poll_recv's companion callback.
@@ -137,13 +146,18 @@ public:
     // peer device's QP1, retransmitted until answered): the peer creates a passive QP connected
     // back to this one. Operations may be posted at once; they go out when the peer answers.
     // If the peer never answers the QP fails (completions with Status::timeout).
+    // Errors: invalid_param (unknown QP, not in reset, port 0), unreachable (address family
+    // differs from the device's).
     virtual Status connect_qp(uint32_t qpn, const WireAddr& peer) = 0;
     // Flushes outstanding operations as canceled, then frees the QP (its peer is told).
+    // A passive QP (created for a peer's connect) is freed by the device itself when its peer
+    // destroys its side; an active QP whose peer went away stays in error until destroyed.
     virtual Status destroy_qp(uint32_t qpn) = 0;
     virtual QpState qp_state(uint32_t qpn) const = 0;
 
     // --- work requests. wr_id == 0: no completion is reported (the op still counts for
-    // outstanding()). All return no_resource when the send queue is full.
+    // outstanding()). All return no_resource when the send queue is full, invalid_param for an
+    // unknown QP or one never connected, canceled (and no completion) on a QP in error.
     // SEND: the iovecs are copied before return (bcopy semantics).
     virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                              const uint32_t* imm = nullptr) = 0;

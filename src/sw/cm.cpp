@@ -1,0 +1,224 @@
+// Connection manager over QP1 (see cm.hpp for the message format and handshake).
+#include "sw/cm.hpp"
+
+#include <cstring>
+
+#include "common/log.hpp"
+#include "sw/device_impl.hpp"
+#include "wire/byteorder.hpp"
+
+namespace roce::sw {
+
+namespace cm {
+
+void encode(const Msg& m, uint8_t* out) {
+    namespace be = wire::be;
+    std::memset(out, 0, msg_size);
+    be::store32(out, magic);
+    out[4] = version;
+    out[5] = uint8_t(m.type);
+    be::store16(out + 6, uint16_t(msg_size));
+    be::store64(out + 8, m.conn_id);
+    be::store32(out + 16, m.src_qpn);
+    be::store32(out + 20, m.dst_qpn);
+    be::store32(out + 24, m.start_psn);
+    be::store32(out + 28, m.mtu);
+}
+
+bool decode(std::span<const uint8_t> in, Msg& m) {
+    namespace be = wire::be;
+    if (in.size() < msg_size)
+        return false;
+    const uint8_t* p = in.data();
+    if (be::load32(p) != magic || p[4] < version)
+        return false;
+    const uint16_t len = be::load16(p + 6);
+    if (len < msg_size || len > in.size())
+        return false;
+    if (p[5] < uint8_t(MsgType::req) || p[5] > uint8_t(MsgType::rej))
+        return false;
+    m.type = MsgType(p[5]);
+    m.conn_id = be::load64(p + 8);
+    m.src_qpn = be::load32(p + 16);
+    m.dst_qpn = be::load32(p + 20);
+    m.start_psn = be::load32(p + 24) & wire::psn_mask;
+    m.mtu = be::load32(p + 28);
+    return m.src_qpn >= 2 && m.src_qpn <= wire::psn_mask && m.dst_qpn <= wire::psn_mask;
+}
+
+} // namespace cm
+
+namespace {
+
+std::array<uint8_t, 18> peer_key(const WireAddr& a) {
+    std::array<uint8_t, 18> k{};
+    std::memcpy(k.data(), a.ip, 16);
+    k[16] = uint8_t(a.port >> 8);
+    k[17] = uint8_t(a.port);
+    return k;
+}
+
+constexpr size_t max_passive_qps = 65536;   // bounds what unauthenticated REQs can allocate
+
+bool valid_mtu(uint32_t m) { return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096; }
+
+} // namespace
+
+void DeviceImpl::cm_send(const WireAddr& to, const cm::Msg& m) {
+    uint8_t body[cm::msg_size];
+    cm::encode(m, body);
+    wire::Packet pkt;
+    pkt.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+    pkt.bth.dest_qp = 1;
+    pkt.bth.psn = cm_psn_;
+    cm_psn_ = wire::psn_add(cm_psn_, 1);
+    pkt.deth.qkey = cm::qkey;
+    pkt.deth.src_qp = 1;
+    wire::IpContext ip;
+    fill_ip_context(sock_.local(), to, ip);
+    sockaddr_storage sa;
+    const socklen_t salen = to_sockaddr(to, sa);
+    uint8_t* buf = tx_slot();
+    const size_t n = wire::build(pkt, std::span<const uint8_t>(body, sizeof(body)), ip,
+                                 std::span<uint8_t>(buf, max_datagram));
+    if (n)
+        tx_commit(n, sa, salen);
+}
+
+void DeviceImpl::cm_send_req(Qp& qp) {
+    cm::Msg m;
+    m.type = cm::MsgType::req;
+    m.conn_id = qp.conn_id;
+    m.src_qpn = qp.qpn;
+    m.start_psn = qp.sq_start_psn;
+    m.mtu = qp.mtu;
+    cm_send(qp.peer, m);
+    qp.cm_deadline_ns = now_ns() + qp.cm_timeout_ns;
+}
+
+void DeviceImpl::cm_timers(uint64_t now) {
+    std::vector<Qp*> fail;
+    for (auto& [q, p] : qps_) {
+        Qp& qp = *p;
+        if (qp.state != QpState::connecting || now < qp.cm_deadline_ns)
+            continue;
+        if (qp.cm_retries == 0) {
+            fail.push_back(&qp);
+            continue;
+        }
+        --qp.cm_retries;
+        qp.cm_timeout_ns *= 2;
+        cm_send_req(qp);
+    }
+    for (Qp* qp : fail) {
+        ROCE_DEBUG("qp 0x%x: no answer from %s", qp->qpn, qp->peer.to_string().c_str());
+        st_.timeouts++;
+        qp_fail(*qp, Status::timeout);
+    }
+}
+
+void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
+    cm::Msg m;
+    if (pkt.bth.opcode != uint8_t(wire::Opcode::ud_send_only) || pkt.deth.qkey != cm::qkey ||
+        pkt.deth.src_qp != 1 || !cm::decode(pkt.payload, m)) {
+        st_.malformed++;
+        return;
+    }
+    switch (m.type) {
+    case cm::MsgType::req: {
+        if (!valid_mtu(m.mtu) || src.family != sock_.local().family) {
+            cm::Msg rej;
+            rej.type = cm::MsgType::rej;
+            rej.conn_id = m.conn_id;
+            rej.dst_qpn = m.src_qpn;
+            cm_send(src, rej);
+            return;
+        }
+        const auto key = std::make_pair(peer_key(src), m.src_qpn);
+        auto it = passive_.find(key);
+        Qp* qp = nullptr;
+        if (it != passive_.end()) {
+            qp = find_qp(it->second);
+            if (qp && qp->conn_id != m.conn_id) {
+                // The peer reused its QPN for a new connection: the old one is dead.
+                destroy_qp(qp->qpn);
+                qp = nullptr;
+            }
+        }
+        if (!qp && passive_.size() >= max_passive_qps) {
+            ROCE_WARN("cm: %zu passive QPs, rejecting %s", passive_.size(), src.to_string().c_str());
+            cm::Msg rej;
+            rej.type = cm::MsgType::rej;
+            rej.conn_id = m.conn_id;
+            rej.dst_qpn = m.src_qpn;
+            cm_send(src, rej);
+            return;
+        }
+        if (!qp) {
+            qp = new_qp();
+            if (!qp)
+                return;
+            qp->passive = true;
+            qp->conn_id = m.conn_id;
+            set_peer(*qp, src);
+            qp->dest_qpn = m.src_qpn;
+            qp->mtu = std::min(cfg_.mtu, m.mtu);
+            qp->epsn = m.start_psn;
+            qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
+            qp->state = QpState::rts;
+            passive_[key] = qp->qpn;
+            ROCE_DEBUG("cm: passive qp 0x%x for %s qp 0x%x", qp->qpn, src.to_string().c_str(), m.src_qpn);
+        }
+        cm::Msg rep;
+        rep.type = cm::MsgType::rep;
+        rep.conn_id = qp->conn_id;
+        rep.src_qpn = qp->qpn;
+        rep.dst_qpn = m.src_qpn;
+        rep.start_psn = qp->sq_start_psn;
+        rep.mtu = qp->mtu;
+        cm_send(src, rep);
+        return;
+    }
+    case cm::MsgType::rep: {
+        Qp* qp = find_qp(m.dst_qpn);
+        if (!qp || qp->passive || !(qp->peer == src) || qp->conn_id != m.conn_id)
+            return;
+        if (qp->state != QpState::connecting)
+            return;   // duplicate REP
+        if (!valid_mtu(m.mtu))
+            return;
+        qp->dest_qpn = m.src_qpn;
+        qp->mtu = std::min(qp->mtu, m.mtu);
+        qp->epsn = m.start_psn;
+        qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
+        qp->state = QpState::rts;
+        // WRs posted while connecting were sized with the local MTU: resize them.
+        for (Wr& w : qp->sq)
+            if (w.op == OpKind::send || w.op == OpKind::write || w.op == OpKind::read)
+                w.npkts = w.len == 0 ? 1 : uint32_t((w.len + qp->mtu - 1) / qp->mtu);
+        req_progress(*qp, now_ns());
+        return;
+    }
+    case cm::MsgType::rej: {
+        Qp* qp = find_qp(m.dst_qpn);
+        if (qp && qp->state == QpState::connecting && qp->peer == src && qp->conn_id == m.conn_id)
+            qp_fail(*qp, Status::unreachable);
+        return;
+    }
+    case cm::MsgType::dreq: {
+        Qp* qp = find_qp(m.dst_qpn);
+        if (!qp || !(qp->peer == src) || qp->dest_qpn != m.src_qpn || qp->conn_id != m.conn_id)
+            return;
+        ROCE_DEBUG("cm: peer %s closed qp 0x%x", src.to_string().c_str(), qp->qpn);
+        if (qp->passive) {
+            qp->state = QpState::error;   // no DREQ echo
+            destroy_qp(qp->qpn);
+        }   // nobody else knows it well enough to free it
+        else
+            qp_fail(*qp, Status::canceled);
+        return;
+    }
+    }
+}
+
+} // namespace roce::sw

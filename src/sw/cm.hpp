@@ -1,0 +1,39 @@
+// Our connection manager over QP1. Messages ride in UD SEND_ONLY packets (opcode 0x64, DETH
+// Q_Key 0x80010000, source QP 1) to the peer device's QP1. Wire format (big-endian, 40 bytes,
+// versioned and size-checked; longer messages from newer versions are accepted):
+//    0  magic 'RCM1' (32)          4  version (8) | type (8) | length (16)
+//    8  connection id (64, random nonce of the active side)
+//   16  source QPN (32)           20  destination QPN (32, 0 in REQ)
+//   24  start PSN of the sender's send queue (32)
+//   28  path MTU (32)             32  reserved (64)
+// Handshake: REQ (retransmitted until answered) -> REP. The passive side is ready when it sends
+// REP; the active side when it receives it (implicit RTU). A duplicate REQ gets the same REP.
+// DREQ tells the peer a QP is gone (its QP flushes); it is sent twice and not answered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace roce::sw::cm {
+
+inline constexpr uint32_t qkey = 0x80010000u;
+inline constexpr uint32_t magic = 0x52434d31u;   // "RCM1"
+inline constexpr uint8_t version = 1;
+inline constexpr size_t msg_size = 40;
+
+enum class MsgType : uint8_t { req = 1, rep = 2, dreq = 3, rej = 4 };
+
+struct Msg {
+    MsgType type = MsgType::req;
+    uint64_t conn_id = 0;
+    uint32_t src_qpn = 0;
+    uint32_t dst_qpn = 0;
+    uint32_t start_psn = 0;
+    uint32_t mtu = 0;
+};
+
+void encode(const Msg& m, uint8_t* out);   // writes msg_size bytes
+bool decode(std::span<const uint8_t> in, Msg& m);
+
+} // namespace roce::sw::cm

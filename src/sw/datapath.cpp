@@ -1,0 +1,375 @@
+// The datapath of a device: batched transmit (sendmmsg, UDP GSO with per-segment ICRC, fault
+// injection), batched receive (recvmmsg, UDP GRO splitting, parse + ICRC check + dispatch to
+// responder / completer / CM), ACK coalescing, retransmission timers and the progress loop.
+#include <algorithm>
+#include <cstring>
+#include <netinet/udp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.hpp"
+#include "sw/device_impl.hpp"
+#include "wire/icrc.hpp"
+
+namespace roce::sw {
+
+// ---- transmit path
+
+uint8_t* DeviceImpl::tx_slot() {
+    if (tx_n_ == tx_batch)
+        tx_flush();
+    return tx_[tx_n_].buf;
+}
+
+void DeviceImpl::tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen) {
+    TxSlot& s = tx_[tx_n_++];
+    if (s.buf[0] != uint8_t(wire::Opcode::rc_ack))
+        tx_has_data_ = true;
+    s.len = len;
+    s.salen = salen;
+    std::memcpy(&s.sa, &sa, salen);
+}
+
+void DeviceImpl::emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload) {
+    pkt.bth.dest_qp = qp.dest_qpn;
+    uint8_t* buf = tx_slot();
+    const size_t n = wire::build(pkt, payload, qp.tx_ip, std::span<uint8_t>(buf, max_datagram));
+    if (n == 0) {
+        ROCE_ERROR("qp 0x%x: cannot build opcode 0x%02x with %zu bytes", qp.qpn, pkt.bth.opcode,
+                   payload.size());
+        return;
+    }
+    tx_commit(n, qp.peer_sa, qp.peer_salen);
+}
+
+void DeviceImpl::tx_flush() {
+    if (tx_n_ == 0 || in_flush_)
+        return;
+    in_flush_ = true;
+    if (gso_)
+        tx_send_gso();
+    else
+        tx_send_plain();
+    tx_n_ = 0;
+    tx_has_data_ = false;
+    in_flush_ = false;
+}
+
+void DeviceImpl::tx_send_plain() {
+    unsigned m = 0;
+    auto add = [&](TxSlot& s) {
+        tx_iov_[m] = {s.buf, s.len};
+        std::memset(&tx_msgs_[m], 0, sizeof(mmsghdr));
+        tx_msgs_[m].msg_hdr.msg_name = &s.sa;
+        tx_msgs_[m].msg_hdr.msg_namelen = s.salen;
+        tx_msgs_[m].msg_hdr.msg_iov = &tx_iov_[m];
+        tx_msgs_[m].msg_hdr.msg_iovlen = 1;
+        st_.tx_packets++;
+        st_.tx_bytes += s.len;
+        ++m;
+    };
+    if (!faults_.enabled()) {
+        for (unsigned i = 0; i < tx_n_; ++i)
+            add(tx_[i]);
+    } else {
+        int held = -1;   // reordered packet waiting for the next one
+        for (unsigned i = 0; i < tx_n_; ++i) {
+            TxSlot& s = tx_[i];
+            const auto d = faults_.decide();
+            if (d.drop) {
+                st_.faults_dropped++;
+                continue;
+            }
+            if (d.corrupt) {
+                faults_.corrupt(s.buf, s.len);
+                st_.faults_corrupted++;
+            }
+            if (d.reorder && held < 0) {
+                held = int(i);
+                st_.faults_reordered++;
+                continue;
+            }
+            add(s);
+            if (d.duplicate) {
+                add(s);
+                st_.faults_duplicated++;
+            }
+            if (held >= 0) {
+                add(tx_[unsigned(held)]);
+                held = -1;
+            }
+        }
+        if (held >= 0)
+            add(tx_[unsigned(held)]);
+    }
+    if (m)
+        sock_.send_batch(tx_msgs_.data(), m);
+}
+
+namespace {
+
+// ICRC change when the IPv4 ID of a packet with `udp_payload_len` bytes goes from 0 to `id`:
+// the CRC is affine, so the change is the raw CRC of the ID bytes shifted over everything the
+// ICRC covers after them (8 LRH + 20 IPv4 + 8 UDP + payload - 4 ICRC - 14 up to the ID's end).
+uint32_t icrc_id_delta(size_t udp_payload_len, uint16_t id) {
+    uint32_t c = 0;
+    const uint8_t bytes[2] = {uint8_t(id >> 8), uint8_t(id)};
+    for (uint8_t byte : bytes) {
+        c ^= byte;
+        for (int k = 0; k < 8; ++k)
+            c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+    }
+    const size_t after = 8 + 20 + 8 + udp_payload_len - 4 - 14;
+    return wire::detail::crc32_mulmod(wire::detail::crc32_x8n(after), c);
+}
+
+void xor_icrc(uint8_t* pkt, size_t len, uint32_t delta) {
+    uint8_t* p = pkt + len - 4;
+    p[0] ^= uint8_t(delta);
+    p[1] ^= uint8_t(delta >> 8);
+    p[2] ^= uint8_t(delta >> 16);
+    p[3] ^= uint8_t(delta >> 24);
+}
+
+} // namespace
+
+uint32_t icrc_gso_delta_for_test(size_t udp_payload_len, uint16_t id) { return icrc_id_delta(udp_payload_len, id); }
+
+// Runs of equal-size packets to one destination (the last may be shorter) become one
+// UDP_SEGMENT send. The kernel numbers the segments' IPv4 IDs 0, 1, 2, ... (DF, unconnected
+// socket), so segment k's ICRC is patched from ID 0 to ID k.
+void DeviceImpl::tx_send_gso() {
+    constexpr unsigned max_segs = 64;
+    unsigned m = 0;
+    unsigned i = 0;
+    while (i < tx_n_) {
+        TxSlot& first = tx_[i];
+        const size_t seg = first.len;
+        const unsigned cap = std::min<unsigned>(max_segs, unsigned(65507 / seg));
+        unsigned j = i + 1;
+        while (j < tx_n_ && j - i < cap && tx_[j].salen == first.salen &&
+               std::memcmp(&tx_[j].sa, &first.sa, first.salen) == 0 && tx_[j].len <= seg) {
+            const bool shorter = tx_[j].len < seg;
+            ++j;
+            if (shorter)
+                break;
+        }
+        const unsigned n = j - i;
+        std::memset(&tx_msgs_[m], 0, sizeof(mmsghdr));
+        msghdr& mh = tx_msgs_[m].msg_hdr;
+        mh.msg_name = &first.sa;
+        mh.msg_namelen = first.salen;
+        mh.msg_iov = &tx_iov_[i];
+        mh.msg_iovlen = n;
+        for (unsigned k = 0; k < n; ++k) {
+            TxSlot& s = tx_[i + k];
+            tx_iov_[i + k] = {s.buf, s.len};
+            if (k && first.sa.ss_family == AF_INET)
+                xor_icrc(s.buf, s.len, icrc_id_delta(s.len, uint16_t(k)));
+            st_.tx_packets++;
+            st_.tx_bytes += s.len;
+        }
+        if (n > 1) {
+            mh.msg_control = tx_cmsg_[m].b;
+            mh.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+            cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+            cm->cmsg_level = IPPROTO_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            const uint16_t gs = uint16_t(seg);
+            std::memcpy(CMSG_DATA(cm), &gs, sizeof(gs));
+            st_.gso_sends++;
+        }
+        ++m;
+        i = j;
+    }
+    if (m)
+        sock_.send_batch(tx_msgs_.data(), m);
+}
+
+// ---- receive path
+
+void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr& src) {
+    st_.rx_packets++;
+    st_.rx_bytes += len;
+    wire::IpContext ip;
+    fill_ip_context(src, sock_.local(), ip);
+    ip.ipv4_id_known = false;
+    wire::Packet pkt;
+    const std::span<const uint8_t> data(buf, len);
+    if (wire::parse(data, ip, false, pkt) != wire::ParseError::none) {
+        st_.malformed++;
+        return;
+    }
+    bool icrc_ok;
+    if (ip.ipv6) {
+        icrc_ok = wire::icrc_verify(ip, data);
+    } else {
+        uint16_t id = 0;
+        icrc_ok = wire::icrc_verify_any_ipv4_id(ip, data, &id) && id < max_plausible_ipv4_id;
+        if (icrc_ok && id)
+            st_.rx_nonzero_ipv4_id++;
+    }
+    if (!icrc_ok) {
+        st_.icrc_errors++;
+        return;
+    }
+    if (pkt.bth.dest_qp == 1) {
+        cm_packet(pkt, src);
+        return;
+    }
+    Qp* qp = find_qp(pkt.bth.dest_qp);
+    if (!qp || qp->state != QpState::rts || !(qp->peer == src)) {
+        st_.dropped_unknown_qp++;
+        return;
+    }
+    const uint8_t op = pkt.bth.opcode;
+    if (op <= 0x0c || op == 0x13 || op == 0x14) {
+        resp_packet(*qp, pkt);
+    } else if (op >= 0x0d && op <= 0x12) {
+        comp_packet(*qp, pkt, now_ns());
+    } else {
+        st_.malformed++;   // UC/UD/CNP/invalidate opcodes on an RC QP
+    }
+}
+
+void DeviceImpl::flush_acks() {
+    for (uint32_t q : ack_list_) {
+        Qp* qp = find_qp(q);
+        if (qp && qp->ack_pending && qp->state == QpState::rts)
+            send_ack(*qp, wire::aeth_ack_syndrome, qp->ack_psn);
+    }
+    ack_list_.clear();
+}
+
+void DeviceImpl::run_timers(uint64_t now) {
+    // If this device has not run for a while (owner descheduled or computing), an expired
+    // timer says nothing about the peer: give ACKs waiting in its queues one grace period
+    // before retransmitting (once per timeout, so rare callers still detect dead peers).
+    const uint64_t gap = last_timer_ns_ ? now - last_timer_ns_ : 0;
+    last_timer_ns_ = now;
+    const bool were_away = gap > 1000000;
+    cm_timers(now);
+    std::vector<Qp*> fire;
+    for (auto& [q, p] : qps_) {
+        Qp& qp = *p;
+        if (qp.state == QpState::rts && qp.timer_deadline_ns && now >= qp.timer_deadline_ns)
+            fire.push_back(&qp);
+    }
+    for (Qp* qp : fire) {
+        if (were_away && !qp->timer_deferred) {
+            qp->timer_deferred = true;
+            qp->timer_deadline_ns = now + std::max<uint64_t>(gap, 1000000);
+            continue;
+        }
+        qp->timer_deferred = false;
+        if (qp->retries_left == 0) {
+            ROCE_DEBUG("qp 0x%x: retries exhausted, una 0x%x", qp->qpn, qp->una_psn);
+            st_.timeouts++;
+            qp_fail(*qp, Status::timeout);
+            continue;
+        }
+        ROCE_DEBUG("qp 0x%x: timeout, una 0x%x next 0x%x send_idx %zu pkt %u cwnd %.1f sq %zu head 0x%x+%u late %.1fus", qp->qpn,
+                    qp->una_psn, qp->next_psn, qp->send_idx, qp->send_pkt, qp->cwnd, qp->sq.size(),
+                    qp->sq.empty() ? 0 : qp->sq.front().first_psn, qp->sq.empty() ? 0 : qp->sq.front().npkts,
+                    (now - qp->timer_deadline_ns) / 1e3);
+        --qp->retries_left;
+        qp->cur_timeout_ns *= 2;
+        qp->ssthresh = std::max(min_cwnd, qp->cwnd / 2);
+        qp->cwnd = qp->ssthresh;
+        st_.timeouts++;
+        goback_head(*qp, now);
+        qp->timer_deadline_ns = now + qp->cur_timeout_ns;
+    }
+    uint64_t next = 0;
+    auto consider = [&](uint64_t t) {
+        if (t && (!next || t < next))
+            next = t;
+    };
+    for (auto& [q, p] : qps_) {
+        consider(p->timer_deadline_ns);
+        consider(p->rnr_wait_until_ns);
+        if (p->state == QpState::connecting)
+            consider(p->cm_deadline_ns);
+    }
+    next_timer_ns_.store(next, std::memory_order_relaxed);
+}
+
+unsigned DeviceImpl::progress_locked(bool owner) {
+    const unsigned before = new_events_;
+    for (int round = 0; round < 16; ++round) {
+        const int n = sock_.recv_batch(rx_msgs_.data(), rx_n_);
+        for (int i = 0; i < n; ++i) {
+            mmsghdr& mh = rx_msgs_[size_t(i)];
+            WireAddr src;
+            if ((mh.msg_hdr.msg_flags & MSG_TRUNC) ||
+                !from_sockaddr(reinterpret_cast<sockaddr*>(&rx_sa_[size_t(i)]), mh.msg_hdr.msg_namelen, src)) {
+                st_.rx_packets++;
+                st_.malformed++;
+                continue;
+            }
+            const uint8_t* buf = static_cast<uint8_t*>(rx_iov_[size_t(i)].iov_base);
+            size_t len = mh.msg_len;
+            size_t seg = len;
+            if (gro_) {
+                for (cmsghdr* cm = CMSG_FIRSTHDR(&mh.msg_hdr); cm; cm = CMSG_NXTHDR(&mh.msg_hdr, cm)) {
+                    if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
+                        int gs = 0;
+                        std::memcpy(&gs, CMSG_DATA(cm), sizeof(gs));
+                        if (gs > 0 && size_t(gs) < len) {
+                            seg = size_t(gs);
+                            st_.gro_datagrams++;
+                        }
+                    }
+                }
+            }
+            if (len == 0)
+                process_datagram(buf, 0, src);   // counted as malformed
+            while (len > 0) {
+                const size_t l = std::min(seg, len);
+                process_datagram(buf, l, src);
+                buf += l;
+                len -= l;
+            }
+        }
+        // prepare for the next batch (recvmmsg overwrote name/control lengths and flags)
+        for (int i = 0; i < n; ++i) {
+            msghdr& h = rx_msgs_[size_t(i)].msg_hdr;
+            h.msg_namelen = sizeof(sockaddr_storage);
+            h.msg_flags = 0;
+            if (gro_)
+                h.msg_controllen = sizeof(rx_cmsg_[size_t(i)].b);
+        }
+        flush_acks();
+        if (n > 0) {
+            const uint64_t now = now_ns();
+            for (auto& [q, p] : qps_)
+                req_progress(*p, now);
+        }
+        if (n < int(rx_n_))
+            break;
+        tx_flush();   // more to receive: do not hold packets back
+    }
+    const uint64_t now = now_ns();
+    run_timers(now);
+    for (auto& [q, p] : qps_)
+        req_progress(*p, now);
+    // When only ACKs are queued and messages wait for the owner, hold the ACKs: the owner's
+    // poll_recv comes next, and a reply posted from it leaves in the same sendmmsg (one system
+    // call per message instead of two). poll_recv flushes at its end, the next progress() at
+    // its start; the progress thread never defers.
+    if (!(owner && !tx_has_data_ && !rq_.empty()))
+        tx_flush();
+    unsigned produced = new_events_ - before;
+    if (owner) {
+        new_events_ = 0;
+        if (notified_.exchange(false, std::memory_order_relaxed)) {
+            uint64_t v;
+            while (read(notify_fd_, &v, sizeof(v)) > 0) {
+            }
+        }
+    }
+    return produced;
+}
+
+} // namespace roce::sw

@@ -1,0 +1,456 @@
+// Device: open/close, the public API under one recursive mutex, QP table, completion and
+// receive queues, and the passive-target progress thread. The datapath (progress loop, tx/rx
+// batching, timers) is in datapath.cpp.
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cstring>
+#include <ctime>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "common/log.hpp"
+#include "sw/device_impl.hpp"
+
+namespace roce::sw {
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out) {
+    auto pdi = std::dynamic_pointer_cast<PdImpl>(pd);
+    if (!pdi)
+        return Status::invalid_param;
+    if (cfg.mtu != 256 && cfg.mtu != 512 && cfg.mtu != 1024 && cfg.mtu != 2048 && cfg.mtu != 4096)
+        return Status::invalid_param;
+    if (cfg.sq_depth == 0 || cfg.max_rd_atomic == 0 || cfg.ack_coalesce == 0 ||
+        cfg.retransmit_timeout_us == 0 || cfg.recv_queue_len == 0)
+        return Status::invalid_param;
+    auto dev = std::make_unique<DeviceImpl>(cfg, std::move(pdi));
+    const Status s = dev->init();
+    if (s != Status::ok)
+        return s;
+    out = std::move(dev);
+    return Status::ok;
+}
+
+DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::shared_ptr<PdImpl> pd)
+    : cfg_(cfg), pd_(std::move(pd)), faults_(cfg.faults) {}
+
+Status DeviceImpl::init() {
+    Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.gro);
+    if (s != Status::ok)
+        return s;
+    {   // a wildcard address has no ICRC identity
+        static const uint8_t zero[16] = {};
+        if (std::memcmp(sock_.local().ip, zero, sock_.local().family == AF_INET ? 4 : 16) == 0)
+            return Status::invalid_param;
+    }
+    if (getrandom(rng_, sizeof(rng_), 0) != ssize_t(sizeof(rng_))) {
+        rng_[0] = now_ns() ^ uint64_t(getpid()) << 32;
+        rng_[1] = uintptr_t(this);
+    }
+    rng_[1] |= 1;
+    next_qpn_ = 2 + random32() % 0x7fff00;
+    // In-flight packets per QP: what half the peer's receive buffer holds (assumed configured
+    // like ours; loopback charges ~2x the datagram size per packet).
+    const uint32_t per_pkt = cfg_.mtu <= 1024 ? 4096 : 2 * (cfg_.mtu + 512);
+    window_pkts_ = std::clamp<uint32_t>(uint32_t(sock_.rcvbuf_bytes()) / 2 / per_pkt, 16, 256);
+    read_chunk_pkts_ = std::max<uint32_t>(1, window_pkts_ / 8);
+
+    gso_ = cfg_.gso && sock_.gso_supported() && !faults_.enabled();
+    gro_ = sock_.gro_enabled();
+    if (gro_) {
+        rx_n_ = 16;
+        rx_size_ = 65536;
+    }
+    tx_.resize(tx_batch);
+    tx_msgs_.resize(2 * tx_batch + 2);
+    tx_iov_.resize(2 * tx_batch + 2);
+    tx_cmsg_.resize(tx_batch);
+    rx_bufs_.resize(size_t(rx_n_) * rx_size_);
+    rx_msgs_.resize(rx_n_);
+    rx_iov_.resize(rx_n_);
+    rx_sa_.resize(rx_n_);
+    rx_cmsg_.resize(rx_n_);
+    for (unsigned i = 0; i < rx_n_; ++i) {
+        rx_iov_[i] = {rx_bufs_.data() + size_t(i) * rx_size_, rx_size_};
+        std::memset(&rx_msgs_[i], 0, sizeof(mmsghdr));
+        rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+        rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+        rx_msgs_[i].msg_hdr.msg_name = &rx_sa_[i];
+        rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+        if (gro_) {
+            rx_msgs_[i].msg_hdr.msg_control = rx_cmsg_[i].b;
+            rx_msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].b);
+        }
+    }
+
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || notify_fd_ < 0 || stop_fd_ < 0)
+        return Status::io_error;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = sock_.fd();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, sock_.fd(), &ev);
+    ev.data.fd = notify_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, notify_fd_, &ev);
+
+    last_owner_ns_ = now_ns();
+    if (cfg_.progress_thread)
+        thread_ = std::thread([this] { thread_main(); });
+    return Status::ok;
+}
+
+DeviceImpl::~DeviceImpl() {
+    if (thread_.joinable()) {
+        stop_ = true;
+        uint64_t one = 1;
+        (void)!write(stop_fd_, &one, sizeof(one));
+        thread_.join();
+    }
+    {
+        std::lock_guard lk(mu_);
+        std::vector<uint32_t> ids;
+        for (auto& [q, p] : qps_)
+            ids.push_back(q);
+        for (uint32_t q : ids)
+            destroy_qp(q);
+        tx_flush();
+    }
+    for (int fd : {epoll_fd_, notify_fd_, stop_fd_})
+        if (fd >= 0)
+            ::close(fd);
+}
+
+uint32_t DeviceImpl::random32() {
+    uint64_t s1 = rng_[0];
+    const uint64_t s0 = rng_[1];
+    rng_[0] = s0;
+    s1 ^= s1 << 23;
+    rng_[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+    return uint32_t((rng_[1] + s0) >> 16);
+}
+
+DeviceStats DeviceImpl::stats() const {
+    std::lock_guard lk(mu_);
+    return st_;
+}
+
+Qp* DeviceImpl::find_qp(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? nullptr : it->second.get();
+}
+
+Qp* DeviceImpl::new_qp() {
+    if (qps_.size() >= 0xfff000)
+        return nullptr;
+    uint32_t q;
+    do {
+        q = next_qpn_;
+        next_qpn_ = next_qpn_ + 1 > 0xffffff ? 2 : next_qpn_ + 1;
+    } while (q < 2 || qps_.count(q));
+    auto qp = std::make_unique<Qp>();
+    qp->qpn = q;
+    qp->mtu = cfg_.mtu;
+    qp->sq_start_psn = random32() & wire::psn_mask;
+    qp->next_psn = qp->una_psn = qp->sent_hi = qp->sq_start_psn;
+    qp->retries_left = cfg_.retry_count;
+    qp->rnr_left = cfg_.rnr_retry;
+    qp->cur_timeout_ns = uint64_t(cfg_.retransmit_timeout_us) * 1000;
+    qp->cwnd = qp->ssthresh = window_pkts_;
+    Qp* p = qp.get();
+    qps_.emplace(q, std::move(qp));
+    return p;
+}
+
+void DeviceImpl::set_peer(Qp& qp, const WireAddr& peer) {
+    qp.peer = peer;
+    qp.peer_salen = to_sockaddr(peer, qp.peer_sa);
+    fill_ip_context(sock_.local(), peer, qp.tx_ip);
+}
+
+Status DeviceImpl::create_qp(uint32_t& qpn) {
+    std::lock_guard lk(mu_);
+    Qp* qp = new_qp();
+    if (!qp)
+        return Status::no_resource;
+    qpn = qp->qpn;
+    return Status::ok;
+}
+
+Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
+    std::lock_guard lk(mu_);
+    Qp* qp = find_qp(qpn);
+    if (!qp || qp->state != QpState::reset)
+        return Status::invalid_param;
+    if (peer.family != sock_.local().family)
+        return Status::unreachable;
+    if (peer.port == 0)
+        return Status::invalid_param;
+    set_peer(*qp, peer);
+    qp->conn_id = uint64_t(random32()) << 32 | random32();
+    qp->state = QpState::connecting;
+    qp->cm_timeout_ns = uint64_t(cfg_.retransmit_timeout_us) * 1000;
+    qp->cm_retries = cfg_.retry_count;
+    cm_send_req(*qp);
+    tx_flush();
+    return Status::ok;
+}
+
+Status DeviceImpl::destroy_qp(uint32_t qpn) {
+    std::lock_guard lk(mu_);
+    Qp* qp = find_qp(qpn);
+    if (!qp)
+        return Status::invalid_param;
+    if (qp->state == QpState::rts || qp->state == QpState::connecting) {
+        cm::Msg m;
+        m.type = cm::MsgType::dreq;
+        m.conn_id = qp->conn_id;
+        m.src_qpn = qp->qpn;
+        m.dst_qpn = qp->dest_qpn;
+        cm_send(qp->peer, m);
+        cm_send(qp->peer, m);
+    }
+    qp_fail(*qp, Status::canceled);
+    if (qp->passive) {
+        std::array<uint8_t, 18> k{};
+        std::memcpy(k.data(), qp->peer.ip, 16);
+        k[16] = uint8_t(qp->peer.port >> 8);
+        k[17] = uint8_t(qp->peer.port);
+        auto it = passive_.find({k, qp->dest_qpn});
+        if (it != passive_.end() && it->second == qpn)
+            passive_.erase(it);
+    }
+    qps_.erase(qpn);
+    std::erase(ack_list_, qpn);
+    tx_flush();
+    return Status::ok;
+}
+
+QpState DeviceImpl::qp_state(uint32_t qpn) const {
+    std::lock_guard lk(mu_);
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? QpState::error : it->second->state;
+}
+
+size_t DeviceImpl::outstanding(uint32_t qpn) const {
+    std::lock_guard lk(mu_);
+    if (qpn != 0) {
+        auto it = qps_.find(qpn);
+        return it == qps_.end() ? 0 : it->second->sq.size();
+    }
+    size_t n = 0;
+    for (auto& [q, p] : qps_)
+        n += p->sq.size();
+    return n;
+}
+
+// ---- posting
+
+Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                             const uint32_t* imm) {
+    std::lock_guard lk(mu_);   // the copy goes into a pooled buffer
+    Wr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::send;
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i)
+        total += iov[i].iov_len;
+    w.owned = take_buf();
+    w.owned.resize(total);
+    size_t off = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len)
+            std::memcpy(w.owned.data() + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    w.src = w.owned.data();
+    w.len = total;
+    if (imm) {
+        w.has_imm = true;
+        w.imm = *imm;
+    }
+    return post_wr(qpn, std::move(w));
+}
+
+Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
+                              uint64_t remote_va, uint32_t rkey, bool copy) {
+    if (len > 0xffffffffu || (len && !local))
+        return Status::invalid_param;
+    Wr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::write;
+    if (copy && len) {
+        std::lock_guard lk(mu_);
+        w.owned = take_buf();
+        w.owned.assign(static_cast<const uint8_t*>(local), static_cast<const uint8_t*>(local) + len);
+        w.src = w.owned.data();
+    } else {
+        w.src = static_cast<const uint8_t*>(local);
+    }
+    w.len = len;
+    w.remote_va = remote_va;
+    w.rkey = rkey;
+    return post_wr(qpn, std::move(w));
+}
+
+Status DeviceImpl::post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
+                             uint64_t remote_va, uint32_t rkey) {
+    if (len > 0x7fffffffu || (len && !local))
+        return Status::invalid_param;
+    Wr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::read;
+    w.dst = static_cast<uint8_t*>(local);
+    w.len = len;
+    w.remote_va = remote_va;
+    w.rkey = rkey;
+    return post_wr(qpn, std::move(w));
+}
+
+Status DeviceImpl::post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                  uint64_t add, uint64_t* result) {
+    if (remote_va & 7)
+        return Status::invalid_param;
+    Wr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::fetch_add;
+    w.len = 8;
+    w.remote_va = remote_va;
+    w.rkey = rkey;
+    w.swap_add = add;
+    w.result = result;
+    return post_wr(qpn, std::move(w));
+}
+
+Status DeviceImpl::post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                 uint64_t compare, uint64_t swap, uint64_t* result) {
+    if (remote_va & 7)
+        return Status::invalid_param;
+    Wr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::cmp_swap;
+    w.len = 8;
+    w.remote_va = remote_va;
+    w.rkey = rkey;
+    w.swap_add = swap;
+    w.compare = compare;
+    w.result = result;
+    return post_wr(qpn, std::move(w));
+}
+
+// ---- completions and received messages
+
+void DeviceImpl::push_completion(const Completion& c) {
+    cq_.push_back(c);
+    ++new_events_;
+}
+
+size_t DeviceImpl::poll_completions(Completion* out, size_t max) {
+    std::lock_guard lk(mu_);
+    size_t n = 0;
+    while (n < max && !cq_.empty()) {
+        out[n++] = cq_.front();
+        cq_.pop_front();
+    }
+    return n;
+}
+
+std::vector<uint8_t> DeviceImpl::take_buf() {
+    if (buf_pool_.empty())
+        return {};
+    std::vector<uint8_t> b = std::move(buf_pool_.back());
+    buf_pool_.pop_back();
+    b.clear();
+    return b;
+}
+
+void DeviceImpl::give_buf(std::vector<uint8_t>&& b) {
+    // Bounded: at most 128 buffers of at most 64 KiB (bigger messages allocate).
+    if (buf_pool_.size() < 128 && b.capacity() <= (64u << 10))
+        buf_pool_.push_back(std::move(b));
+}
+
+size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) {
+    std::lock_guard lk(mu_);
+    size_t n = 0;
+    while (n < max && !rq_.empty()) {
+        RecvEntry e = std::move(rq_.front());
+        rq_.pop_front();
+        if (Qp* qp = find_qp(e.qpn); qp && qp->undelivered)
+            --qp->undelivered;
+        RecvMessage m{e.qpn, e.data.data(), e.data.size(), e.has_imm, e.imm};
+        ++n;
+        fn(m);
+        give_buf(std::move(e.data));
+    }
+    tx_flush();   // ACKs progress() held back for a reply
+    return n;
+}
+
+unsigned DeviceImpl::progress() {
+    std::lock_guard lk(mu_);
+    last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
+    const unsigned pending_from_thread = new_events_;
+    new_events_ = 0;
+    tx_flush();   // anything held back by the previous call
+    const unsigned n = progress_locked(true) + pending_from_thread;
+    last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
+    return n;
+}
+
+void DeviceImpl::thread_main() {
+    const uint64_t idle_ns = uint64_t(cfg_.idle_takeover_us) * 1000;
+    while (!stop_.load()) {
+        const uint64_t now = now_ns();
+        const uint64_t last = last_owner_ns_.load(std::memory_order_relaxed);
+        if (now - last < idle_ns) {
+            // The owner is progressing: sleep until it might have gone idle.
+            pollfd p{stop_fd_, POLLIN, 0};
+            const uint64_t wait_ns = idle_ns - (now - last);
+            timespec ts{time_t(wait_ns / 1000000000ull), long(wait_ns % 1000000000ull)};
+            ppoll(&p, 1, &ts, nullptr);
+            continue;
+        }
+        // Sleep until a packet arrives or the next timer is due (at most 10 ms, so work posted
+        // meanwhile gets its retransmission timer served).
+        uint64_t wait = 10000000;
+        const uint64_t next = next_timer_ns_.load(std::memory_order_relaxed);
+        if (next)
+            wait = std::clamp<uint64_t>(next > now ? next - now : 0, 20000, wait);
+        pollfd p[2] = {{stop_fd_, POLLIN, 0}, {sock_.fd(), POLLIN, 0}};
+        timespec ts{0, long(wait)};
+        ppoll(p, 2, &ts, nullptr);
+        if (stop_.load())
+            break;
+        std::unique_lock lk(mu_, std::try_to_lock);
+        if (!lk.owns_lock()) {
+            // Someone (the owner, or a post from another thread) is in the device: back off
+            // instead of spinning on a readable socket.
+            pollfd ps{stop_fd_, POLLIN, 0};
+            timespec bt{0, long(std::max<uint64_t>(idle_ns / 4, 20000))};
+            ppoll(&ps, 1, &bt, nullptr);
+            continue;
+        }
+        if (now_ns() - last_owner_ns_.load(std::memory_order_relaxed) < idle_ns)
+            continue;
+        const unsigned before = new_events_;
+        last_timer_ns_ = now_ns();   // the thread was watching the socket, not away
+        progress_locked(false);
+        if (new_events_ != before) {
+            notified_.store(true, std::memory_order_relaxed);
+            uint64_t one = 1;
+            (void)!write(notify_fd_, &one, sizeof(one));
+        }
+    }
+}
+
+} // namespace roce::sw

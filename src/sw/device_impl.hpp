@@ -1,0 +1,189 @@
+// The device implementation, one file per part:
+//   device.cpp     open/close, public API (one recursive mutex), QP table, completion and receive
+//                  queues, passive-target thread
+//   datapath.cpp   progress loop: recvmmsg (+GRO split) -> parse/ICRC -> dispatch; coalesced
+//                  ACKs; requesters; timers; sendmmsg (+GSO, per-segment ICRC; fault injection)
+//   requester.cpp  WR -> packets, PSNs, window (cwnd), go-back-N cursor
+//   completer.cpp  ACK/NAK/RNR/READ response/atomic ACK -> in-order completions, RTT/RTO
+//   responder.cpp  inbound requests: PSN check, execute, NAK, replay of READ/atomic duplicates
+//   cm.cpp         QP1 connection manager (REQ/REP/DREQ/REJ)
+//   pd.cpp, udp_socket.cpp, fault.cpp: MR table, socket, fault injection
+// No per-packet allocation: packets are built in place in tx slots and parsed in place in rx
+// buffers; bcopy'd payloads and received messages use pooled buffers. Per message there is one
+// copy on each side (user buffer -> tx slot, rx buffer -> MR or message buffer).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "sw/cm.hpp"
+#include "sw/device.hpp"
+#include "sw/fault.hpp"
+#include "sw/pd.hpp"
+#include "sw/qp.hpp"
+#include "sw/udp_socket.hpp"
+
+namespace roce::sw {
+
+inline constexpr size_t max_datagram = 4096 + 128;   // largest RoCE packet we build or accept
+inline constexpr unsigned tx_batch = 64;
+inline constexpr unsigned rx_batch = 64;
+// The ICRC check cannot see the IPv4 ID; the ID-agnostic check accepts IDs below this (0 for
+// single datagrams, 0,1,2.. for GSO segments) so a corrupted packet passes with p ~ 2^-26.
+inline constexpr uint16_t max_plausible_ipv4_id = 64;
+
+uint64_t now_ns();
+// ICRC change of a UDP payload of this length when its IPv4 ID goes from 0 to `id` (GSO).
+uint32_t icrc_gso_delta_for_test(size_t udp_payload_len, uint16_t id);
+
+class DeviceImpl final : public Device {
+public:
+    DeviceImpl(const DeviceConfig& cfg, std::shared_ptr<PdImpl> pd);
+    ~DeviceImpl() override;
+    Status init();
+
+    const WireAddr& address() const override { return sock_.local(); }
+    const DeviceConfig& config() const override { return cfg_; }
+    DeviceStats stats() const override;
+
+    Status create_qp(uint32_t& qpn) override;
+    Status connect_qp(uint32_t qpn, const WireAddr& peer) override;
+    Status destroy_qp(uint32_t qpn) override;
+    QpState qp_state(uint32_t qpn) const override;
+
+    Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                     const uint32_t* imm) override;
+    Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
+                      uint64_t remote_va, uint32_t rkey, bool copy) override;
+    Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len, uint64_t remote_va,
+                     uint32_t rkey) override;
+    Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                          uint64_t add, uint64_t* result) override;
+    Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                         uint64_t compare, uint64_t swap, uint64_t* result) override;
+    size_t outstanding(uint32_t qpn) const override;
+
+    unsigned progress() override;
+    size_t poll_completions(Completion* out, size_t max) override;
+    size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
+    int event_fd() const override { return epoll_fd_; }
+
+    // ---- internals (called with mu_ held)
+    Qp* find_qp(uint32_t qpn);
+    Qp* new_qp();
+    unsigned progress_locked(bool owner);
+    void process_datagram(const uint8_t* buf, size_t len, const WireAddr& src);
+    void run_timers(uint64_t now);
+    void flush_acks();
+
+    // transmit
+    uint8_t* tx_slot();
+    void tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen);
+    void tx_flush();
+    // Builds and queues one packet to the QP's peer.
+    void emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload);
+
+    // requester (requester.cpp)
+    Status post_wr(uint32_t qpn, Wr&& wr);
+    void req_progress(Qp& qp, uint64_t now);
+    void goback(Qp& qp, uint32_t psn, bool force, uint64_t now);
+    void goback_head(Qp& qp, uint64_t now);
+    // completer (completer.cpp)
+    void comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now);
+    void complete_wr(Qp& qp, Status st);   // pops sq.front()
+    void qp_fail(Qp& qp, Status st);       // QP -> error, all WRs complete with st
+    // responder (responder.cpp)
+    void resp_packet(Qp& qp, const wire::Packet& pkt);
+    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    // cm (cm.cpp)
+    void cm_packet(const wire::Packet& pkt, const WireAddr& src);
+    void cm_send(const WireAddr& to, const cm::Msg& m);
+    void cm_send_req(Qp& qp);
+    void cm_timers(uint64_t now);
+    void set_peer(Qp& qp, const WireAddr& peer);
+
+    uint32_t random32();
+    void push_completion(const Completion& c);
+
+    DeviceConfig cfg_;
+    std::shared_ptr<PdImpl> pd_;
+    UdpSocket sock_;
+    FaultInjector faults_;
+    mutable std::recursive_mutex mu_;
+    DeviceStats st_{};
+    uint32_t window_pkts_ = 256;     // in-flight packets per QP
+    uint32_t read_chunk_pkts_ = 32;  // response packets per READ request
+    static constexpr double min_cwnd = 8;
+
+    std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
+    std::map<std::pair<std::array<uint8_t, 18>, uint32_t>, uint32_t> passive_;   // (peer, peer qpn) -> qpn
+    uint32_t next_qpn_ = 0;
+    uint32_t cm_psn_ = 0;
+    uint64_t rng_[2] = {};
+
+    std::deque<Completion> cq_;
+    struct RecvEntry {
+        uint32_t qpn;
+        std::vector<uint8_t> data;
+        bool has_imm;
+        uint32_t imm;
+    };
+    std::deque<RecvEntry> rq_;
+    std::vector<std::vector<uint8_t>> buf_pool_;
+    std::vector<uint8_t> take_buf();
+    void give_buf(std::vector<uint8_t>&& b);
+    unsigned new_events_ = 0;
+    uint64_t last_timer_ns_ = 0;
+    std::atomic<uint64_t> next_timer_ns_{0};   // earliest armed deadline after run_timers (0 = none)   // last run_timers(); longer gaps (we were not running) freeze timers
+
+    std::vector<uint32_t> ack_list_;
+
+    // tx batch
+    struct TxSlot {
+        size_t len;
+        socklen_t salen;
+        sockaddr_storage sa;
+        alignas(64) uint8_t buf[max_datagram];
+    };
+    std::vector<TxSlot> tx_;
+    unsigned tx_n_ = 0;
+    std::vector<mmsghdr> tx_msgs_;
+    std::vector<iovec> tx_iov_;
+    bool in_flush_ = false;
+    bool tx_has_data_ = false;   // queued packets other than ACKs
+    bool gso_ = false;
+    struct alignas(8) CmsgBuf {
+        uint8_t b[64];
+    };
+    std::vector<CmsgBuf> tx_cmsg_;
+    void tx_send_plain();
+    void tx_send_gso();
+
+    // rx batch
+    bool gro_ = false;
+    unsigned rx_n_ = rx_batch;           // entries per recvmmsg
+    size_t rx_size_ = max_datagram;      // bytes per entry (64 KiB with GRO)
+    std::vector<CmsgBuf> rx_cmsg_;
+    std::vector<uint8_t> rx_bufs_;
+    std::vector<mmsghdr> rx_msgs_;
+    std::vector<iovec> rx_iov_;
+    std::vector<sockaddr_storage> rx_sa_;
+
+    // progress thread / wakeup
+    int epoll_fd_ = -1;
+    int notify_fd_ = -1;     // eventfd: work queued for the owner
+    int stop_fd_ = -1;       // eventfd: stop the thread
+    std::atomic<uint64_t> last_owner_ns_{0};
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> notified_{false};   // notify_fd_ has been written (skip the read syscall otherwise)
+    std::thread thread_;
+    void thread_main();
+};
+
+} // namespace roce::sw

@@ -1,0 +1,33 @@
+// Transmit-side fault injection (FaultConfig): a seeded PRNG decides per packet whether to drop,
+// duplicate, reorder (swap with the next packet) or corrupt it (flip one bit after the ICRC was
+// computed, so the receiver's ICRC check must catch it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sw/device.hpp"
+
+namespace roce::sw {
+
+class FaultInjector {
+public:
+    explicit FaultInjector(const FaultConfig& cfg);
+    bool enabled() const { return cfg_.any(); }
+
+    struct Decision {
+        bool drop = false, duplicate = false, reorder = false, corrupt = false;
+    };
+    Decision decide();
+    // Flips one bit of the packet outside the masked BTH byte 4 and outside the ICRC itself:
+    // in the payload/extension headers when there are any, else in the BTH.
+    void corrupt(uint8_t* pkt, size_t len);
+
+private:
+    double uniform();
+    uint64_t next();
+    FaultConfig cfg_;
+    uint64_t s_;
+};
+
+} // namespace roce::sw

@@ -1,0 +1,52 @@
+// Protection domain internals: the MR table the responder consults for every remote access.
+// rkeys are random 32-bit values (never reused while registered); lookups check bounds and
+// access rights under a shared lock, so a deregistered region can never be written.
+#pragma once
+
+#include <cstdint>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "sw/device.hpp"
+
+namespace roce::sw {
+
+class PdImpl final : public Pd {
+public:
+    PdImpl();
+    Status reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) override;
+    Status dereg_mr(uint32_t lkey) override;
+
+    // Address of [va, va+len) inside the region `rkey` if the region grants `needed` (a mask of
+    // Access bits); nullptr otherwise. len == 0 is checked against the region bounds too.
+    uint8_t* lookup(uint32_t rkey, uint64_t va, uint64_t len, unsigned needed) const;
+
+    // Runs fn(ptr) with the region pinned (shared lock held) so a concurrent dereg cannot free
+    // it mid-copy. Returns false (fn not called) when lookup fails.
+    template <class Fn>
+    bool with_region(uint32_t rkey, uint64_t va, uint64_t len, unsigned needed, Fn&& fn) const {
+        std::shared_lock lk(mu_);
+        uint8_t* p = lookup_locked(rkey, va, len, needed);
+        if (!p)
+            return false;
+        fn(p);
+        return true;
+    }
+
+private:
+    struct Region {
+        uintptr_t addr;
+        size_t len;
+        unsigned access;
+        uint32_t lkey;
+    };
+    uint8_t* lookup_locked(uint32_t rkey, uint64_t va, uint64_t len, unsigned needed) const;
+    uint32_t random_key_locked();
+
+    mutable std::shared_mutex mu_;
+    std::unordered_map<uint32_t, Region> by_rkey_;
+    std::unordered_map<uint32_t, uint32_t> lkey_to_rkey_;
+    uint64_t rng_state_[2];
+};
+
+} // namespace roce::sw

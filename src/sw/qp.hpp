@@ -1,0 +1,117 @@
+// State of one RC queue pair: requester (send queue, PSNs, window, retransmission), completer
+// (acknowledged PSN, outstanding RDMA READ/atomic) and responder (expected PSN, MSN, inbound
+// reassembly, replay cache). The state machines live in requester.cpp / completer.cpp /
+// responder.cpp; the device lock protects everything here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <netinet/in.h>
+#include <vector>
+
+#include "sw/device.hpp"
+#include "wire/packet.hpp"
+
+namespace roce::sw {
+
+// One posted work request.
+struct Wr {
+    uint64_t wr_id = 0;
+    OpKind op = OpKind::send;
+    bool has_imm = false;
+    uint32_t imm = 0;
+    const uint8_t* src = nullptr;    // SEND/WRITE source (owned.data() or the caller's buffer)
+    std::vector<uint8_t> owned;      // bcopy'd payload
+    uint8_t* dst = nullptr;          // READ destination
+    size_t len = 0;
+    uint64_t remote_va = 0;
+    uint32_t rkey = 0;
+    uint64_t swap_add = 0, compare = 0;
+    uint64_t* result = nullptr;
+    uint32_t npkts = 1;              // PSNs the operation consumes (READ: response packets)
+    uint32_t first_psn = 0;
+    bool psn_assigned = false;
+    uint32_t resp_pkts = 0;          // READ responses / atomic ACKs received in order
+
+    bool is_rd_atomic() const {
+        return op == OpKind::read || op == OpKind::fetch_add || op == OpKind::cmp_swap;
+    }
+    uint32_t last_psn() const { return wire::psn_add(first_psn, npkts - 1); }
+};
+
+// A READ/atomic request the responder executed, kept to answer duplicates: a duplicate atomic
+// must return the original result, not execute again.
+struct ReplayEntry {
+    bool valid = false;
+    bool atomic = false;
+    uint32_t psn = 0;
+    uint32_t npkts = 0;
+    uint64_t orig = 0;
+};
+
+struct Qp {
+    uint32_t qpn = 0;
+    QpState state = QpState::reset;
+    bool passive = false;            // created by the CM for a peer's REQ
+    uint64_t conn_id = 0;            // CM connection identifier (nonce from the REQ)
+
+    // Addressing
+    WireAddr peer{};
+    sockaddr_storage peer_sa{};
+    socklen_t peer_salen = 0;
+    uint32_t dest_qpn = 0;
+    uint32_t mtu = 4096;
+    wire::IpContext tx_ip{};         // ICRC context of packets we send to the peer
+
+    // CM (active side): REQ retransmission
+    uint64_t cm_deadline_ns = 0;
+    uint64_t cm_timeout_ns = 0;
+    uint32_t cm_retries = 0;
+
+    // ---- requester / completer
+    std::deque<Wr> sq;
+    size_t send_idx = 0;             // cursor: WR index in sq ...
+    uint32_t send_pkt = 0;           // ... and packet within it
+    uint32_t sq_start_psn = 0;
+    uint32_t next_psn = 0;           // next unassigned PSN
+    uint32_t una_psn = 0;            // oldest PSN not yet acknowledged / answered
+    uint32_t rd_outstanding = 0;     // READ/atomic WRs sent and not completed
+    uint64_t timer_deadline_ns = 0;  // retransmission timer, 0 = idle
+    bool timer_deferred = false;     // expiry already postponed once (device was not running)
+    uint64_t cur_timeout_ns = 0;
+    uint32_t retries_left = 0;
+    uint32_t rnr_left = 0;
+    uint64_t rnr_wait_until_ns = 0;
+    // Congestion window in packets (AIMD, slow start below ssthresh): the loopback "network" is
+    // the peer's socket buffer, which overflows when the peer's thread is descheduled.
+    double cwnd = 0;
+    double ssthresh = 0;
+    // RTT estimate (RFC 6298, Karn's rule: no samples across retransmissions) for the
+    // retransmission timeout: max(retransmit_timeout_us, srtt + 4 rttvar).
+    bool probe_active = false;
+    uint32_t probe_psn = 0;
+    uint64_t probe_ns = 0;
+    double srtt_ns = 0, rttvar_ns = 0;
+    uint32_t sent_hi = 0;            // one past the highest PSN ever sent
+    uint32_t last_goback_psn = 0;
+    uint64_t last_goback_ns = 0;
+
+    // ---- responder
+    uint32_t epsn = 0;               // expected PSN
+    uint32_t msn = 0;
+    bool nak_sent = false;           // one NAK per gap
+    bool ack_pending = false;        // accepted SEND/WRITE packets not yet acknowledged
+    uint32_t ack_psn = 0;            // PSN of the last accepted SEND/WRITE packet (what ACKs say)
+    uint32_t pkts_since_ack = 0;
+    enum class InOp : uint8_t { none, send, write } in_op = InOp::none;
+    std::vector<uint8_t> rbuf;       // SEND reassembly
+    uint64_t w_va = 0;               // WRITE in progress
+    uint32_t w_rkey = 0;
+    uint64_t w_remaining = 0;
+    std::array<ReplayEntry, 64> replay{};
+    unsigned replay_next = 0;
+    unsigned undelivered = 0;        // received messages not yet handed to the owner
+};
+
+} // namespace roce::sw

@@ -1,0 +1,226 @@
+// Requester: turns work requests into packets (IBTA 9.7.1). PSNs are assigned when a WR first
+// goes out; go-back-N rewinds the cursor (send_idx, send_pkt) and re-sends with the same PSNs.
+// SEND/WRITE are segmented at the path MTU (RETH on WRITE FIRST/ONLY, AckReq on LAST/ONLY).
+// READs are issued as requests of at most read_chunk_pkts_ response packets at fixed chunk
+// boundaries, so a re-issued READ (from the first missing response, at VA + offset, as rxe does)
+// always lies inside one request the responder has seen. In-flight packets are limited to
+// window_pkts_ so the peer's socket buffer is not overrun.
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.hpp"
+#include "sw/device_impl.hpp"
+
+namespace roce::sw {
+
+using wire::Opcode;
+
+Status DeviceImpl::post_wr(uint32_t qpn, Wr&& w) {
+    std::lock_guard lk(mu_);
+    Qp* qp = find_qp(qpn);
+    if (!qp)
+        return Status::invalid_param;
+    if (qp->state == QpState::reset)
+        return Status::invalid_param;
+    if (qp->state == QpState::error)
+        return Status::canceled;
+    if (qp->sq.size() >= cfg_.sq_depth)
+        return Status::no_resource;
+    if (w.op == OpKind::send || w.op == OpKind::write || w.op == OpKind::read)
+        w.npkts = w.len == 0 ? 1 : uint32_t((w.len + qp->mtu - 1) / qp->mtu);
+    else
+        w.npkts = 1;
+    if (w.npkts > (1u << 22))   // PSN arithmetic is modulo 2^24: keep messages far below
+        return Status::invalid_param;
+    qp->sq.push_back(std::move(w));
+    if (qp->state == QpState::rts) {
+        req_progress(*qp, now_ns());
+        tx_flush();
+    }
+    return Status::ok;
+}
+
+namespace {
+
+uint8_t send_opcode(uint32_t idx, uint32_t n, bool imm) {
+    if (n == 1)
+        return uint8_t(imm ? Opcode::rc_send_only_imm : Opcode::rc_send_only);
+    if (idx == 0)
+        return uint8_t(Opcode::rc_send_first);
+    if (idx + 1 < n)
+        return uint8_t(Opcode::rc_send_middle);
+    return uint8_t(imm ? Opcode::rc_send_last_imm : Opcode::rc_send_last);
+}
+
+uint8_t write_opcode(uint32_t idx, uint32_t n) {
+    if (n == 1)
+        return uint8_t(Opcode::rc_write_only);
+    if (idx == 0)
+        return uint8_t(Opcode::rc_write_first);
+    if (idx + 1 < n)
+        return uint8_t(Opcode::rc_write_middle);
+    return uint8_t(Opcode::rc_write_last);
+}
+
+} // namespace
+
+void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
+    if (qp.state != QpState::rts)
+        return;
+    if (qp.rnr_wait_until_ns) {
+        if (now < qp.rnr_wait_until_ns)
+            return;
+        qp.rnr_wait_until_ns = 0;
+    }
+    while (qp.send_idx < qp.sq.size()) {
+        Wr& w = qp.sq[qp.send_idx];
+        if (!w.psn_assigned) {
+            if (w.is_rd_atomic() && qp.rd_outstanding >= cfg_.max_rd_atomic)
+                return;
+            // New PSNs must stay inside the window as well.
+            const uint32_t first_chunk = w.op == OpKind::read ? std::min(w.npkts, read_chunk_pkts_) : 1;
+            if (uint32_t(wire::psn_diff(qp.next_psn, qp.una_psn)) + first_chunk > uint32_t(qp.cwnd) &&
+                wire::psn_diff(qp.next_psn, qp.una_psn) != 0)
+                return;
+            w.first_psn = qp.next_psn;
+            w.psn_assigned = true;
+            qp.next_psn = wire::psn_add(qp.next_psn, w.npkts);
+            if (w.is_rd_atomic())
+                ++qp.rd_outstanding;
+        }
+        const uint32_t psn = wire::psn_add(w.first_psn, qp.send_pkt);
+        const int32_t inflight = wire::psn_diff(psn, qp.una_psn);
+        wire::Packet pkt;
+        pkt.bth.psn = psn;
+        uint32_t end_psn = wire::psn_add(psn, 1);   // one past the last PSN this packet covers
+        switch (w.op) {
+        case OpKind::send:
+        case OpKind::write: {
+            if (inflight > 0 && uint32_t(inflight) >= uint32_t(qp.cwnd))
+                return;
+            const size_t off = size_t(qp.send_pkt) * qp.mtu;
+            const size_t n = std::min<size_t>(qp.mtu, w.len - std::min(w.len, off));
+            const bool last = qp.send_pkt + 1 == w.npkts;
+            if (w.op == OpKind::send) {
+                pkt.bth.opcode = send_opcode(qp.send_pkt, w.npkts, w.has_imm);
+            } else {
+                pkt.bth.opcode = write_opcode(qp.send_pkt, w.npkts);
+                if (qp.send_pkt == 0) {
+                    pkt.reth.va = w.remote_va;
+                    pkt.reth.rkey = w.rkey;
+                    pkt.reth.dma_len = uint32_t(w.len);
+                }
+            }
+            pkt.imm = w.imm;
+            pkt.bth.ack_req = last;
+            emit(qp, pkt, std::span<const uint8_t>(n ? w.src + off : nullptr, n));
+            if (last) {
+                ++qp.send_idx;
+                qp.send_pkt = 0;
+            } else {
+                ++qp.send_pkt;
+            }
+            break;
+        }
+        case OpKind::read: {
+            // Request up to the end of the chunk containing send_pkt.
+            const uint32_t chunk_end =
+                std::min(w.npkts, (qp.send_pkt / read_chunk_pkts_ + 1) * read_chunk_pkts_);
+            const uint32_t pkts = chunk_end - qp.send_pkt;
+            if (inflight > 0 && uint32_t(inflight) + pkts > uint32_t(qp.cwnd))
+                return;
+            const size_t off = size_t(qp.send_pkt) * qp.mtu;
+            const size_t end = std::min(w.len, size_t(chunk_end) * qp.mtu);
+            pkt.bth.opcode = uint8_t(Opcode::rc_read_request);
+            pkt.bth.ack_req = true;
+            pkt.reth.va = w.remote_va + off;
+            pkt.reth.rkey = w.rkey;
+            pkt.reth.dma_len = uint32_t(end - std::min(end, off));
+            emit(qp, pkt, {});
+            end_psn = wire::psn_add(w.first_psn, chunk_end);
+            if (chunk_end == w.npkts) {
+                ++qp.send_idx;
+                qp.send_pkt = 0;
+            } else {
+                qp.send_pkt = chunk_end;
+            }
+            break;
+        }
+        case OpKind::fetch_add:
+        case OpKind::cmp_swap:
+            if (inflight > 0 && uint32_t(inflight) >= uint32_t(qp.cwnd))
+                return;
+            pkt.bth.opcode = uint8_t(w.op == OpKind::fetch_add ? Opcode::rc_fetch_add : Opcode::rc_cmp_swap);
+            pkt.bth.ack_req = true;
+            pkt.atomic.va = w.remote_va;
+            pkt.atomic.rkey = w.rkey;
+            pkt.atomic.swap_add = w.swap_add;
+            pkt.atomic.compare = w.compare;
+            emit(qp, pkt, {});
+            ++qp.send_idx;
+            qp.send_pkt = 0;
+            break;
+        }
+        if (wire::psn_diff(psn, qp.sent_hi) >= 0) {   // new data, not a retransmission
+            if (!qp.probe_active) {
+                qp.probe_active = true;
+                qp.probe_psn = psn;
+                qp.probe_ns = now;
+            }
+            qp.sent_hi = end_psn;
+        }
+        if (qp.timer_deadline_ns == 0)
+            qp.timer_deadline_ns = now + qp.cur_timeout_ns;
+    }
+}
+
+// Rewinds the cursor to `psn` (go-back-N). Repeated requests for the same PSN within half a
+// retransmission timeout are ignored (one gap produces many out-of-order arrivals).
+void DeviceImpl::goback(Qp& qp, uint32_t psn, bool force, uint64_t now) {
+    if (!force && psn == qp.last_goback_psn && now - qp.last_goback_ns < qp.cur_timeout_ns / 2)
+        return;
+    for (size_t i = 0; i < qp.sq.size(); ++i) {
+        Wr& w = qp.sq[i];
+        if (!w.psn_assigned)
+            break;
+        const int32_t d = wire::psn_diff(psn, w.first_psn);
+        if (d < 0 || uint32_t(d) >= w.npkts)
+            continue;
+        uint32_t pkt = 0;
+        if (w.op == OpKind::send || w.op == OpKind::write)
+            pkt = uint32_t(d);
+        else if (w.op == OpKind::read)
+            pkt = w.resp_pkts;
+        // Only rewind (never skip ahead of packets not yet sent).
+        if (i < qp.send_idx || (i == qp.send_idx && pkt < qp.send_pkt)) {
+            const uint32_t cur = qp.send_idx < qp.sq.size() && qp.sq[qp.send_idx].psn_assigned
+                                     ? wire::psn_add(qp.sq[qp.send_idx].first_psn, qp.send_pkt)
+                                     : qp.next_psn;
+            st_.retransmits += uint32_t(std::max(0, wire::psn_diff(cur, psn)));
+            if (!force) {   // loss signal: multiplicative decrease
+                qp.ssthresh = std::max(min_cwnd, qp.cwnd / 2);
+                qp.cwnd = qp.ssthresh;
+            }
+            qp.send_idx = i;
+            qp.send_pkt = pkt;
+            qp.probe_active = false;   // Karn: no RTT samples across a retransmission
+        }
+        qp.last_goback_psn = psn;
+        qp.last_goback_ns = now;
+        return;
+    }
+}
+
+void DeviceImpl::goback_head(Qp& qp, uint64_t now) {
+    if (qp.sq.empty() || !qp.sq.front().psn_assigned)
+        return;
+    const Wr& w = qp.sq.front();
+    uint32_t psn = w.first_psn;
+    if (w.op == OpKind::read)
+        psn = wire::psn_add(w.first_psn, w.resp_pkts);
+    else if ((w.op == OpKind::send || w.op == OpKind::write) && wire::psn_diff(qp.una_psn, w.first_psn) > 0)
+        psn = qp.una_psn;
+    goback(qp, psn, true, now);
+}
+
+} // namespace roce::sw

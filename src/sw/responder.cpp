@@ -1,0 +1,320 @@
+// Responder (IBTA 9.7.4 / rxe_resp.c): PSN check first — the expected PSN executes, an earlier
+// one is a duplicate (re-ACK, or replay a READ / atomic response), a later one is a gap (one
+// PSN sequence error NAK per gap). Every remote memory access goes through the Pd with rkey,
+// bounds and rights checked per packet; a failure is NAKed with remote access error and nothing
+// is written.
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.hpp"
+#include "sw/device_impl.hpp"
+
+namespace roce::sw {
+
+using wire::Opcode;
+
+namespace {
+constexpr uint8_t rnr_timer_code = 10;   // 0.32 ms
+}
+
+void DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+    wire::Packet pkt;
+    pkt.bth.opcode = uint8_t(Opcode::rc_ack);
+    pkt.bth.psn = psn;
+    pkt.aeth.syndrome = syndrome;
+    pkt.aeth.msn = qp.msn & wire::psn_mask;
+    emit(qp, pkt, {});
+    if (wire::aeth_kind(syndrome) == wire::AethKind::ack) {
+        qp.ack_pending = false;
+        qp.pkts_since_ack = 0;
+    } else {
+        st_.naks_sent++;
+    }
+}
+
+namespace {
+
+struct Resp {
+    DeviceImpl& dev;
+    Qp& qp;
+
+    void nak(wire::NakCode code) {
+        dev.send_ack(qp, wire::aeth_nak_syndrome(code), qp.epsn);
+        qp.nak_sent = true;
+        if (code != wire::nak_psn_seq_error)
+            qp.in_op = Qp::InOp::none;
+    }
+
+    void deliver(std::vector<uint8_t>&& data, bool has_imm, uint32_t imm) {
+        dev.rq_.push_back(DeviceImpl::RecvEntry{qp.qpn, std::move(data), has_imm, imm});
+        ++qp.undelivered;
+        ++dev.new_events_;
+    }
+
+    // An in-order SEND/WRITE packet was executed.
+    void accepted(const wire::Packet& pkt) {
+        qp.ack_psn = qp.epsn;
+        qp.epsn = wire::psn_add(qp.epsn, 1);
+        qp.nak_sent = false;
+        ++qp.pkts_since_ack;
+        if (!qp.ack_pending) {
+            qp.ack_pending = true;
+            dev.ack_list_.push_back(qp.qpn);
+        }
+        if (qp.pkts_since_ack >= dev.cfg_.ack_coalesce)
+            dev.send_ack(qp, wire::aeth_ack_syndrome, qp.ack_psn);
+        (void)pkt;
+    }
+
+    void remember(uint32_t psn, uint32_t npkts, bool atomic, uint64_t orig) {
+        ReplayEntry& e = qp.replay[qp.replay_next++ % qp.replay.size()];
+        e = ReplayEntry{true, atomic, psn, npkts, orig};
+    }
+
+    // Emits READ responses for [va, va+len) starting at `psn`. mid_start: the request re-issues
+    // the tail of an earlier READ, so the first packet is a MIDDLE/LAST (as rxe answers).
+    void read_responses(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t n, bool mid_start) {
+        const uint32_t mtu = qp.mtu;
+        for (uint32_t i = 0; i < n; ++i) {
+            const size_t off = size_t(i) * mtu;
+            const size_t sz = std::min<size_t>(mtu, len - std::min<size_t>(len, off));
+            wire::Packet pkt;
+            Opcode op;
+            if (n == 1)
+                op = mid_start ? Opcode::rc_read_response_last : Opcode::rc_read_response_only;
+            else if (i == 0)
+                op = mid_start ? Opcode::rc_read_response_middle : Opcode::rc_read_response_first;
+            else if (i + 1 == n)
+                op = Opcode::rc_read_response_last;
+            else
+                op = Opcode::rc_read_response_middle;
+            pkt.bth.opcode = uint8_t(op);
+            pkt.bth.psn = wire::psn_add(psn, i);
+            pkt.aeth.syndrome = wire::aeth_ack_syndrome;
+            pkt.aeth.msn = qp.msn & wire::psn_mask;
+            if (sz == 0) {
+                dev.emit(qp, pkt, {});
+                continue;
+            }
+            const bool ok = dev.pd_->with_region(rkey, va + off, sz, access_remote_read, [&](uint8_t* p) {
+                dev.emit(qp, pkt, std::span<const uint8_t>(p, sz));
+            });
+            if (!ok)
+                return;   // deregistered meanwhile: the requester times out and gets a NAK
+        }
+    }
+
+    void duplicate(const wire::Packet& pkt) {
+        dev.st_.duplicates++;
+        const uint32_t p = pkt.bth.psn;
+        const auto op = Opcode(pkt.bth.opcode);
+        if (op == Opcode::rc_read_request) {
+            for (const ReplayEntry& e : qp.replay) {
+                if (!e.valid || e.atomic)
+                    continue;
+                const int32_t d = wire::psn_diff(p, e.psn);
+                if (d < 0 || uint32_t(d) >= e.npkts)
+                    continue;
+                const uint32_t len = pkt.reth.dma_len;
+                const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
+                if (uint32_t(d) + n > e.npkts)
+                    return;
+                if (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read))
+                    return;
+                read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, d != 0);
+                return;
+            }
+            return;
+        }
+        if (op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap) {
+            for (const ReplayEntry& e : qp.replay) {
+                if (e.valid && e.atomic && e.psn == p) {
+                    atomic_ack(p, e.orig);
+                    return;
+                }
+            }
+            return;
+        }
+        // SEND/WRITE: acknowledge again (coalesced to the end of the receive batch).
+        if (!qp.ack_pending) {
+            qp.ack_pending = true;
+            dev.ack_list_.push_back(qp.qpn);
+        }
+    }
+
+    void atomic_ack(uint32_t psn, uint64_t orig) {
+        wire::Packet pkt;
+        pkt.bth.opcode = uint8_t(Opcode::rc_atomic_ack);
+        pkt.bth.psn = psn;
+        pkt.aeth.syndrome = wire::aeth_ack_syndrome;
+        pkt.aeth.msn = qp.msn & wire::psn_mask;
+        pkt.atomic_ack.orig = orig;
+        dev.emit(qp, pkt, {});
+    }
+
+    void packet(const wire::Packet& pkt) {
+        const uint32_t p = pkt.bth.psn;
+        const int32_t d = wire::psn_diff(p, qp.epsn);
+        if (d < 0) {
+            duplicate(pkt);
+            return;
+        }
+        if (d > 0) {
+            dev.st_.seq_errors++;
+            if (!qp.nak_sent)
+                nak(wire::nak_psn_seq_error);
+            return;
+        }
+        const auto op = Opcode(pkt.bth.opcode);
+        const size_t n = pkt.payload.size();
+        const uint32_t mtu = qp.mtu;
+        const DeviceConfig& cfg = dev.cfg_;
+        switch (op) {
+        case Opcode::rc_send_first:
+        case Opcode::rc_send_only:
+        case Opcode::rc_send_only_imm: {
+            if (qp.in_op != Qp::InOp::none)
+                return nak(wire::nak_invalid_request);
+            if (qp.undelivered >= cfg.recv_queue_len) {
+                dev.st_.rnr_naks++;
+                dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn);
+                qp.nak_sent = true;
+                return;
+            }
+            if ((op == Opcode::rc_send_first && n != mtu) || n > cfg.max_recv_msg)
+                return nak(wire::nak_invalid_request);
+            std::vector<uint8_t> b = dev.take_buf();
+            b.assign(pkt.payload.begin(), pkt.payload.end());
+            if (op == Opcode::rc_send_first) {
+                qp.rbuf = std::move(b);
+                qp.in_op = Qp::InOp::send;
+            } else {
+                ++qp.msn;
+                deliver(std::move(b), op == Opcode::rc_send_only_imm, pkt.imm);
+            }
+            return accepted(pkt);
+        }
+        case Opcode::rc_send_middle:
+        case Opcode::rc_send_last:
+        case Opcode::rc_send_last_imm: {
+            const bool last = op != Opcode::rc_send_middle;
+            if (qp.in_op != Qp::InOp::send || (!last && n != mtu) || (last && (n == 0 || n > mtu)))
+                return nak(wire::nak_invalid_request);
+            if (qp.rbuf.size() + n > cfg.max_recv_msg) {
+                dev.give_buf(std::move(qp.rbuf));
+                qp.rbuf = {};
+                return nak(wire::nak_invalid_request);
+            }
+            qp.rbuf.insert(qp.rbuf.end(), pkt.payload.begin(), pkt.payload.end());
+            if (last) {
+                qp.in_op = Qp::InOp::none;
+                ++qp.msn;
+                deliver(std::move(qp.rbuf), op == Opcode::rc_send_last_imm, pkt.imm);
+                qp.rbuf = {};
+            }
+            return accepted(pkt);
+        }
+        case Opcode::rc_write_first:
+        case Opcode::rc_write_only:
+        case Opcode::rc_write_only_imm: {
+            if (qp.in_op != Qp::InOp::none)
+                return nak(wire::nak_invalid_request);
+            const wire::Reth& r = pkt.reth;
+            const bool only = op != Opcode::rc_write_first;
+            if (only ? n != r.dma_len : (n != mtu || r.dma_len <= mtu))
+                return nak(wire::nak_invalid_request);
+            if (r.dma_len && !dev.pd_->lookup(r.rkey, r.va, r.dma_len, access_remote_write))
+                return nak(wire::nak_remote_access);
+            if (n && !dev.pd_->with_region(r.rkey, r.va, n, access_remote_write,
+                                           [&](uint8_t* dst) { std::memcpy(dst, pkt.payload.data(), n); }))
+                return nak(wire::nak_remote_access);
+            if (only) {
+                ++qp.msn;
+                if (op == Opcode::rc_write_only_imm)
+                    deliver(dev.take_buf(), true, pkt.imm);
+            } else {
+                qp.in_op = Qp::InOp::write;
+                qp.w_va = r.va + n;
+                qp.w_rkey = r.rkey;
+                qp.w_remaining = r.dma_len - n;
+            }
+            return accepted(pkt);
+        }
+        case Opcode::rc_write_middle:
+        case Opcode::rc_write_last:
+        case Opcode::rc_write_last_imm: {
+            const bool last = op != Opcode::rc_write_middle;
+            if (qp.in_op != Qp::InOp::write || (!last && (n != mtu || n >= qp.w_remaining)) ||
+                (last && n != qp.w_remaining))
+                return nak(wire::nak_invalid_request);
+            if (!dev.pd_->with_region(qp.w_rkey, qp.w_va, n, access_remote_write,
+                                      [&](uint8_t* dst) { std::memcpy(dst, pkt.payload.data(), n); }))
+                return nak(wire::nak_remote_access);
+            qp.w_va += n;
+            qp.w_remaining -= n;
+            if (last) {
+                qp.in_op = Qp::InOp::none;
+                ++qp.msn;
+                if (op == Opcode::rc_write_last_imm)
+                    deliver(dev.take_buf(), true, pkt.imm);
+            }
+            return accepted(pkt);
+        }
+        case Opcode::rc_read_request: {
+            if (qp.in_op != Qp::InOp::none)
+                return nak(wire::nak_invalid_request);
+            const wire::Reth& r = pkt.reth;
+            if (r.dma_len > (1u << 31))
+                return nak(wire::nak_invalid_request);
+            if (r.dma_len && !dev.pd_->lookup(r.rkey, r.va, r.dma_len, access_remote_read))
+                return nak(wire::nak_remote_access);
+            const uint32_t npk = r.dma_len ? (r.dma_len + mtu - 1) / mtu : 1;
+            ++qp.msn;
+            remember(p, npk, false, 0);
+            qp.epsn = wire::psn_add(qp.epsn, npk);
+            qp.nak_sent = false;
+            read_responses(p, r.va, r.rkey, r.dma_len, npk, false);
+            return;
+        }
+        case Opcode::rc_fetch_add:
+        case Opcode::rc_cmp_swap: {
+            if (qp.in_op != Qp::InOp::none)
+                return nak(wire::nak_invalid_request);
+            const wire::AtomicEth& a = pkt.atomic;
+            if (a.va & 7)
+                return nak(wire::nak_invalid_request);
+            uint64_t orig = 0;
+            const bool ok = dev.pd_->with_region(a.rkey, a.va, 8, access_remote_atomic, [&](uint8_t* dst) {
+                auto* v = reinterpret_cast<uint64_t*>(dst);
+                if (op == Opcode::rc_fetch_add) {
+                    orig = __atomic_fetch_add(v, a.swap_add, __ATOMIC_SEQ_CST);
+                } else {
+                    uint64_t expected = a.compare;
+                    __atomic_compare_exchange_n(v, &expected, a.swap_add, false, __ATOMIC_SEQ_CST,
+                                                __ATOMIC_SEQ_CST);
+                    orig = expected;
+                }
+            });
+            if (!ok)
+                return nak(wire::nak_remote_access);
+            ++qp.msn;
+            remember(p, 1, true, orig);
+            qp.epsn = wire::psn_add(qp.epsn, 1);
+            qp.nak_sent = false;
+            atomic_ack(p, orig);
+            return;
+        }
+        default:
+            dev.st_.malformed++;
+            return;
+        }
+    }
+};
+
+} // namespace
+
+void DeviceImpl::resp_packet(Qp& qp, const wire::Packet& pkt) {
+    Resp{*this, qp}.packet(pkt);
+}
+
+} // namespace roce::sw

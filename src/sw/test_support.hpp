@@ -1,0 +1,98 @@
+// Helpers for tests of the device (src/tests/sw_*_test.cpp, also usable by uct/ tests): a "host"
+// = Pd + Device that collects completions and received messages, and a loop that drives the
+// progress of several hosts until a condition holds. No gtest dependency.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "sw/device.hpp"
+
+namespace roce::sw::testing {
+
+struct Received {
+    uint32_t qpn;
+    std::vector<uint8_t> data;
+    bool has_imm;
+    uint32_t imm;
+};
+
+struct Host {
+    std::shared_ptr<Pd> pd;
+    std::unique_ptr<Device> dev;
+    std::vector<Completion> comps;
+    std::vector<Received> msgs;
+    bool drive_progress = true;   // false: the owner "computes" (never calls progress/poll)
+    bool take_messages = true;    // false: leave received messages queued in the device
+
+    Status open(DeviceConfig cfg, std::shared_ptr<Pd> shared_pd = nullptr) {
+        pd = shared_pd ? shared_pd : Pd::create();
+        return Device::open(cfg, pd, dev);
+    }
+    void poll() {
+        if (!drive_progress || !dev)
+            return;
+        dev->progress();
+        Completion c[64];
+        size_t n;
+        while ((n = dev->poll_completions(c, 64)) > 0)
+            comps.insert(comps.end(), c, c + n);
+        if (!take_messages)
+            return;
+        dev->poll_recv([&](const RecvMessage& m) {
+            msgs.push_back(Received{m.qpn, std::vector<uint8_t>(m.data, m.data + m.len), m.has_imm, m.imm});
+        }, 1024);
+    }
+    // Completion with this wr_id, or nullptr.
+    const Completion* find(uint64_t wr_id) const {
+        for (const Completion& c : comps)
+            if (c.wr_id == wr_id)
+                return &c;
+        return nullptr;
+    }
+};
+
+// Drives all hosts until pred() holds or `timeout_s` passes; returns pred().
+inline bool run_until(std::initializer_list<Host*> hosts, const std::function<bool()>& pred,
+                      double timeout_s = 10.0) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+        for (Host* h : hosts)
+            h->poll();
+        if (pred())
+            return true;
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+    }
+}
+
+// Two hosts with an active QP on `a` connected to a passive QP on `b`.
+struct Pair {
+    Host a, b;
+    uint32_t qa = 0;   // a's active QP
+    uint32_t qb = 0;   // b's passive QP (found through the CM table after connect)
+
+    // Opens both devices and connects; false on any failure.
+    bool open(const DeviceConfig& ca, const DeviceConfig& cb, double timeout_s = 5) {
+        if (a.open(ca) != Status::ok || b.open(cb) != Status::ok)
+            return false;
+        if (a.dev->create_qp(qa) != Status::ok || a.dev->connect_qp(qa, b.dev->address()) != Status::ok)
+            return false;
+        if (!run_until({&a, &b}, [&] { return a.dev->qp_state(qa) == QpState::rts; }, timeout_s))
+            return false;
+        // Learn b's QP with a zero-length SEND.
+        iovec iov{nullptr, 0};
+        const size_t n = b.msgs.size();
+        if (a.dev->post_send(qa, 0, &iov, 0) != Status::ok)
+            return false;
+        if (!run_until({&a, &b}, [&] { return b.msgs.size() > n; }, timeout_s))
+            return false;
+        qb = b.msgs.back().qpn;
+        b.msgs.pop_back();
+        return true;
+    }
+};
+
+} // namespace roce::sw::testing

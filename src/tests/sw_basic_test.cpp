@@ -1,0 +1,267 @@
+// Device basics over real UDP sockets on loopback: open, CM connect, SEND/recv of every size
+// class with immediate data, all path MTUs, IPv6.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <random>
+
+#include "sw/test_support.hpp"
+
+using namespace roce;
+using namespace roce::sw;
+using namespace roce::sw::testing;
+
+namespace {
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 r(seed);
+    for (auto& b : v)
+        b = uint8_t(r());
+    return v;
+}
+
+DeviceConfig cfg4(uint32_t mtu = 4096) {
+    DeviceConfig c;
+    c.mtu = mtu;
+    c.max_recv_msg = 2 << 20;
+    return c;
+}
+
+} // namespace
+
+TEST(SwOpen, Errors) {
+    std::unique_ptr<Device> d;
+    auto pd = Pd::create();
+    DeviceConfig c;
+    c.ip = "not-an-ip";
+    EXPECT_EQ(Device::open(c, pd, d), Status::no_device);
+    c.ip = "192.0.2.77";   // TEST-NET-1: not local
+    EXPECT_EQ(Device::open(c, pd, d), Status::no_device);
+    c.ip = "127.0.0.1";
+    c.mtu = 1000;
+    EXPECT_EQ(Device::open(c, pd, d), Status::invalid_param);
+    c.mtu = 1024;
+    ASSERT_EQ(Device::open(c, pd, d), Status::ok);
+    EXPECT_NE(d->address().port, 0);
+    EXPECT_GE(d->event_fd(), 0);
+    uint32_t q;
+    ASSERT_EQ(d->create_qp(q), Status::ok);
+    EXPECT_GT(q, 1u);
+    EXPECT_LE(q, 0xffffffu);
+    EXPECT_EQ(d->qp_state(q), QpState::reset);
+    iovec iov{nullptr, 0};
+    EXPECT_EQ(d->post_send(q, 1, &iov, 1), Status::invalid_param);   // not connected
+    EXPECT_EQ(d->destroy_qp(q), Status::ok);
+    EXPECT_EQ(d->destroy_qp(q), Status::invalid_param);
+}
+
+TEST(SwPd, KeysAndChecks) {
+    auto pd = Pd::create();
+    std::vector<uint8_t> buf(100);
+    MrKeys k1, k2;
+    EXPECT_EQ(pd->reg_mr(nullptr, 10, access_all, k1), Status::invalid_param);
+    EXPECT_EQ(pd->reg_mr(buf.data(), 0, access_all, k1), Status::invalid_param);
+    EXPECT_EQ(pd->reg_mr(buf.data(), 10, 0x100, k1), Status::invalid_param);
+    ASSERT_EQ(pd->reg_mr(buf.data(), buf.size(), access_all, k1), Status::ok);
+    ASSERT_EQ(pd->reg_mr(buf.data(), buf.size(), access_all, k2), Status::ok);
+    EXPECT_NE(k1.rkey, k2.rkey);
+    EXPECT_EQ(pd->dereg_mr(k1.lkey), Status::ok);
+    EXPECT_EQ(pd->dereg_mr(k1.lkey), Status::invalid_param);
+    EXPECT_EQ(pd->dereg_mr(k2.lkey), Status::ok);
+}
+
+TEST(SwSend, SizesAndImmediate) {
+    Pair p;
+    ASSERT_TRUE(p.open(cfg4(), cfg4()));
+    const uint32_t mtu = 4096;
+    const size_t sizes[] = {0, 1, mtu - 1, mtu, mtu + 1, 3 * mtu, 1 << 20};
+    uint64_t id = 1;
+    for (size_t sz : sizes) {
+        for (int with_imm = 0; with_imm < 2; ++with_imm) {
+            auto data = pattern(sz, uint32_t(sz * 2 + with_imm));
+            iovec iov[2] = {{data.data(), sz / 3}, {data.data() + sz / 3, sz - sz / 3}};
+            const uint32_t imm = 0xabc00000u + uint32_t(id);
+            ASSERT_EQ(p.a.dev->post_send(p.qa, id, iov, 2, with_imm ? &imm : nullptr), Status::ok);
+            const size_t want = p.b.msgs.size() + 1;
+            ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.b.msgs.size() == want && p.a.find(id); }))
+                << "size " << sz;
+            const Received& m = p.b.msgs.back();
+            EXPECT_EQ(m.data.size(), sz);
+            EXPECT_TRUE(m.data == data) << "size " << sz;
+            EXPECT_EQ(m.has_imm, bool(with_imm));
+            if (with_imm) {
+                EXPECT_EQ(m.imm, imm);
+            }
+            EXPECT_EQ(p.a.find(id)->status, Status::ok);
+            EXPECT_EQ(p.a.find(id)->op, OpKind::send);
+            EXPECT_EQ(m.qpn, p.qb);
+            ++id;
+        }
+    }
+    EXPECT_EQ(p.a.dev->outstanding(p.qa), 0u);
+    // reply on the passive QP
+    uint8_t x = 42;
+    iovec iov{&x, 1};
+    ASSERT_EQ(p.b.dev->post_send(p.qb, 77, &iov, 1), Status::ok);
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.a.msgs.size() == 1 && p.b.find(77); }));
+    EXPECT_EQ(p.a.msgs[0].qpn, p.qa);
+    EXPECT_EQ(p.a.msgs[0].data, std::vector<uint8_t>{42});
+    auto s = p.a.dev->stats();
+    EXPECT_EQ(s.icrc_errors, 0u);
+    EXPECT_EQ(s.malformed, 0u);
+    // (no assertion on retransmits: a loaded machine may cause spurious timeouts)
+}
+
+class SwMtu : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(SwMtu, SendSegmentation) {
+    const uint32_t mtu = GetParam();
+    Pair p;
+    ASSERT_TRUE(p.open(cfg4(mtu), cfg4(mtu)));
+    uint64_t id = 1;
+    for (size_t sz : {size_t(1), size_t(mtu - 1), size_t(mtu), size_t(mtu + 1), size_t(7 * mtu + 3), size_t(100000)}) {
+        auto data = pattern(sz, uint32_t(sz + mtu));
+        iovec iov{data.data(), sz};
+        ASSERT_EQ(p.a.dev->post_send(p.qa, id, &iov, 1), Status::ok);
+        const size_t want = p.b.msgs.size() + 1;
+        ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.b.msgs.size() == want && p.a.find(id); }));
+        EXPECT_TRUE(p.b.msgs.back().data == data) << "mtu " << mtu << " size " << sz;
+        ++id;
+    }
+}
+
+TEST_P(SwMtu, MismatchedMtuUsesMinimum) {
+    const uint32_t mtu = GetParam();
+    Pair p;
+    ASSERT_TRUE(p.open(cfg4(4096), cfg4(mtu)));
+    auto data = pattern(50000, 5);
+    iovec iov{data.data(), data.size()};
+    ASSERT_EQ(p.a.dev->post_send(p.qa, 1, &iov, 1), Status::ok);
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.b.msgs.size() == 1 && p.a.find(1); }));
+    EXPECT_TRUE(p.b.msgs[0].data == data);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMtus, SwMtu, ::testing::Values(256u, 512u, 1024u, 2048u, 4096u));
+
+TEST(SwOpen, TrafficClassOnTheWire) {
+    for (int v6 = 0; v6 < 2; ++v6) {
+        // a plain socket with IP_RECVTOS / IPV6_RECVTCLASS receives the device's CM REQ
+        const int fam = v6 ? AF_INET6 : AF_INET;
+        int fd = socket(fam, SOCK_DGRAM, 0);
+        sockaddr_storage ss{};
+        socklen_t sl;
+        int one = 1;
+        if (v6) {
+            auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
+            s6->sin6_family = AF_INET6;
+            s6->sin6_addr = in6addr_loopback;
+            sl = sizeof(*s6);
+            setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
+        } else {
+            auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
+            s4->sin_family = AF_INET;
+            s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            sl = sizeof(*s4);
+            setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+        }
+        ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&ss), sl), 0);
+        getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
+        timeval tv{2, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        DeviceConfig c;
+        c.ip = v6 ? "::1" : "127.0.0.1";
+        c.traffic_class = 106;
+        Host a;
+        ASSERT_EQ(a.open(c), Status::ok);
+        WireAddr peer{};
+        peer.family = uint8_t(fam);
+        if (v6) {
+            std::memcpy(peer.ip, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, 16);
+            peer.port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+        } else {
+            std::memcpy(peer.ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, 4);
+            peer.port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+        }
+        uint32_t q;
+        ASSERT_EQ(a.dev->create_qp(q), Status::ok);
+        ASSERT_EQ(a.dev->connect_qp(q, peer), Status::ok);
+        uint8_t buf[512], ctl[256];
+        iovec iov{buf, sizeof(buf)};
+        msghdr mh{};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctl;
+        mh.msg_controllen = sizeof(ctl);
+        ASSERT_GT(recvmsg(fd, &mh, 0), 0);
+        int tos = -1;
+        for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if ((cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS))
+                tos = *reinterpret_cast<uint8_t*>(CMSG_DATA(cm));
+            if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS)
+                std::memcpy(&tos, CMSG_DATA(cm), sizeof(int));
+        }
+        EXPECT_EQ(tos, 106) << (v6 ? "IPv6" : "IPv4");
+        close(fd);
+    }
+}
+
+TEST(SwSend, PostBeforeConnected) {
+    Host a, b;
+    ASSERT_EQ(a.open(cfg4()), Status::ok);
+    ASSERT_EQ(b.open(cfg4()), Status::ok);
+    uint32_t q;
+    ASSERT_EQ(a.dev->create_qp(q), Status::ok);
+    ASSERT_EQ(a.dev->connect_qp(q, b.dev->address()), Status::ok);
+    std::vector<std::vector<uint8_t>> sent;
+    for (int i = 0; i < 20; ++i) {
+        sent.push_back(pattern(size_t(i) * 1000, uint32_t(i)));
+        iovec iov{sent.back().data(), sent.back().size()};
+        ASSERT_EQ(a.dev->post_send(q, uint64_t(i + 1), &iov, 1), Status::ok);
+    }
+    EXPECT_LE(a.dev->outstanding(q), 20u);   // the progress thread may already be at work
+    ASSERT_TRUE(run_until({&a, &b}, [&] { return b.msgs.size() == 20 && a.comps.size() == 20; }));
+    for (int i = 0; i < 20; ++i) {
+        EXPECT_TRUE(b.msgs[size_t(i)].data == sent[size_t(i)]);
+        EXPECT_EQ(a.comps[size_t(i)].wr_id, uint64_t(i + 1));   // in order
+    }
+}
+
+TEST(SwSend, Ipv6Loopback) {
+    DeviceConfig c = cfg4();
+    c.ip = "::1";
+    Pair p;
+    ASSERT_TRUE(p.open(c, c));
+    EXPECT_EQ(p.a.dev->address().family, AF_INET6);
+    auto data = pattern(20000, 9);
+    iovec iov{data.data(), data.size()};
+    const uint32_t imm = 7;
+    ASSERT_EQ(p.a.dev->post_send(p.qa, 1, &iov, 1, &imm), Status::ok);
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.b.msgs.size() == 1 && p.a.find(1); }));
+    EXPECT_TRUE(p.b.msgs[0].data == data);
+    EXPECT_EQ(p.b.msgs[0].imm, 7u);
+    // bulk one-sided traffic over v6 (GSO/GRO path)
+    std::vector<uint8_t> target(4 << 20), src = pattern(4 << 20, 10), back(4 << 20);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(target.data(), target.size(), access_all, k), Status::ok);
+    ASSERT_EQ(p.a.dev->post_write(p.qa, 2, src.data(), src.size(), uint64_t(uintptr_t(target.data())), k.rkey, false), Status::ok);
+    ASSERT_EQ(p.a.dev->post_read(p.qa, 3, back.data(), back.size(), uint64_t(uintptr_t(target.data())), k.rkey), Status::ok);
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.a.find(3) != nullptr; }));
+    EXPECT_EQ(p.a.find(2)->status, Status::ok);
+    EXPECT_EQ(p.a.find(3)->status, Status::ok);
+    EXPECT_TRUE(target == src);
+    EXPECT_TRUE(back == src);
+    EXPECT_EQ(p.b.dev->stats().icrc_errors, 0u);
+    EXPECT_EQ(p.a.dev->stats().icrc_errors, 0u);
+    // family mismatch
+    Host v4;
+    ASSERT_EQ(v4.open(cfg4()), Status::ok);
+    uint32_t q;
+    ASSERT_EQ(v4.dev->create_qp(q), Status::ok);
+    EXPECT_EQ(v4.dev->connect_qp(q, p.b.dev->address()), Status::unreachable);
+    p.b.dev.reset();   // target memory outlives the device
+}

@@ -1,0 +1,281 @@
+// Hostile input from a plain UDP socket: random bytes, truncated packets, valid-ICRC packets
+// with a bad opcode / unknown QPN / wrong source, and a fake peer that connects through the CM
+// and then sends absurd RETH lengths, PSNs far ahead and bad atomics. Counters must move,
+// nothing may crash or be written, and a transfer running meanwhile must complete.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <random>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sw/cm.hpp"
+#include "sw/test_support.hpp"
+#include "wire/icrc.hpp"
+#include "wire/packet.hpp"
+
+using namespace roce;
+using namespace roce::sw;
+using namespace roce::sw::testing;
+
+namespace {
+
+struct Attacker {
+    int fd = -1;
+    WireAddr self{};
+    WireAddr target{};
+    explicit Attacker(const WireAddr& t) : target(t) {
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+        socklen_t l = sizeof(sa);
+        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &l);
+        self.family = AF_INET;
+        std::memcpy(self.ip, &sa.sin_addr, 4);
+        self.port = ntohs(sa.sin_port);
+    }
+    ~Attacker() { close(fd); }
+    void send_raw(const uint8_t* p, size_t n) {
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        std::memcpy(&sa.sin_addr, target.ip, 4);
+        sa.sin_port = htons(target.port);
+        sendto(fd, p, n, 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+    }
+    wire::IpContext ip() const {
+        wire::IpContext c;
+        std::memcpy(c.src_ip, self.ip, 4);
+        std::memcpy(c.dst_ip, target.ip, 4);
+        c.src_port = self.port;
+        c.dst_port = target.port;
+        return c;
+    }
+    // A well-formed packet with a valid ICRC; returns its bytes.
+    std::vector<uint8_t> build(wire::Packet pkt, std::span<const uint8_t> payload = {}) {
+        std::vector<uint8_t> out(8192);
+        const size_t n = wire::build(pkt, payload, ip(), out);
+        EXPECT_GT(n, 0u);
+        out.resize(n);
+        return out;
+    }
+    void send(const std::vector<uint8_t>& v) { send_raw(v.data(), v.size()); }
+    // Re-seals a modified packet with a valid ICRC.
+    void reseal(std::vector<uint8_t>& v) {
+        const uint32_t crc = wire::icrc_compute(ip(), v);
+        uint8_t* p = v.data() + v.size() - 4;
+        p[0] = uint8_t(crc);
+        p[1] = uint8_t(crc >> 8);
+        p[2] = uint8_t(crc >> 16);
+        p[3] = uint8_t(crc >> 24);
+    }
+    // Receives one datagram (waits up to ~1 s); empty on timeout.
+    std::vector<uint8_t> recv(Host& h) {
+        std::vector<uint8_t> b(9000);
+        for (int i = 0; i < 100000; ++i) {
+            h.poll();
+            const ssize_t r = ::recv(fd, b.data(), b.size(), 0);
+            if (r > 0) {
+                b.resize(size_t(r));
+                return b;
+            }
+            if (i > 1000)
+                usleep(10);
+        }
+        return {};
+    }
+};
+
+} // namespace
+
+TEST(SwHostile, GarbageAndForgedPackets) {
+    Pair p;
+    DeviceConfig c;
+    c.retransmit_timeout_us = 1000;
+    c.retry_count = 20;
+    ASSERT_TRUE(p.open(c, c));
+    std::vector<uint8_t> target(8 << 20), src(8 << 20, 0x3c);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(target.data(), target.size(), access_all, k), Status::ok);
+    // a long transfer runs while b is attacked
+    ASSERT_EQ(p.a.dev->post_write(p.qa, 1, src.data(), src.size(), uint64_t(uintptr_t(target.data())), k.rkey, false),
+              Status::ok);
+    Attacker at(p.b.dev->address());
+    std::mt19937 rng(3);
+    const DeviceStats s0 = p.b.dev->stats();
+    // 1. random bytes of random lengths (incl. empty and oversize)
+    for (int i = 0; i < 2000; ++i) {
+        std::vector<uint8_t> junk(rng() % 5000);
+        for (auto& b : junk)
+            b = uint8_t(rng());
+        if (i % 3 == 0 && junk.size() >= 12)
+            junk[0] = uint8_t(rng() % 0x15);   // plausible RC opcodes
+        at.send_raw(junk.data(), junk.size());
+        if (i % 64 == 0) {
+            p.a.poll();
+            p.b.poll();
+        }
+    }
+    at.send_raw(nullptr, 0);
+    std::vector<uint8_t> huge(60000, 0);
+    at.send_raw(huge.data(), huge.size());
+    // 2. truncated valid packets
+    wire::Packet w;
+    w.bth.opcode = uint8_t(wire::Opcode::rc_write_only);
+    w.bth.dest_qp = p.qb;
+    w.reth.va = uint64_t(uintptr_t(target.data()));
+    w.reth.rkey = k.rkey;
+    w.reth.dma_len = 64;
+    std::vector<uint8_t> pay(64, 0xab);
+    auto good = at.build(w, pay);
+    for (size_t n = 0; n < good.size(); ++n)
+        at.send_raw(good.data(), n);
+    // 3. valid ICRC, bad opcode
+    for (uint8_t op : {uint8_t(0x1f), uint8_t(0x15), uint8_t(0x40), uint8_t(0xff)}) {
+        auto v = good;
+        v[0] = op;
+        at.reseal(v);
+        at.send(v);
+    }
+    // 4. unknown QPN, and the right QPN from the wrong source
+    auto v = good;
+    v[5] = 0x7f;   // dest QP high byte
+    at.reseal(v);
+    at.send(v);
+    at.send(good);   // b's QP is connected to a, not to the attacker
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.a.find(1) != nullptr; }, 30));
+    EXPECT_EQ(p.a.find(1)->status, Status::ok);
+    EXPECT_EQ(std::memcmp(target.data(), src.data(), src.size()), 0);   // forged write never landed
+    const DeviceStats s1 = p.b.dev->stats();
+    EXPECT_GT(s1.malformed, s0.malformed);
+    EXPECT_GT(s1.icrc_errors, s0.icrc_errors);
+    EXPECT_GE(s1.dropped_unknown_qp, s0.dropped_unknown_qp + 2);
+}
+
+TEST(SwHostile, FakePeerThroughCm) {
+    Host b;
+    ASSERT_EQ(b.open(DeviceConfig{}), Status::ok);
+    std::vector<uint8_t> target(16384, 0xee);
+    MrKeys k;
+    ASSERT_EQ(b.pd->reg_mr(target.data() + 4096, 8192, access_all, k), Status::ok);
+    const uint64_t va = uint64_t(uintptr_t(target.data() + 4096));
+    Attacker at(b.dev->address());
+    // malformed CM messages
+    wire::Packet ud;
+    ud.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+    ud.bth.dest_qp = 1;
+    ud.deth.qkey = cm::qkey;
+    ud.deth.src_qp = 1;
+    const DeviceStats s0 = b.dev->stats();
+    std::vector<uint8_t> shortmsg(10, 0);
+    at.send(at.build(ud, shortmsg));
+    uint8_t msg[cm::msg_size];
+    cm::Msg req;
+    req.type = cm::MsgType::req;
+    req.conn_id = 99;
+    req.src_qpn = 0x1234;
+    req.start_psn = 100;
+    req.mtu = 4096;
+    cm::encode(req, msg);
+    msg[0] ^= 1;   // bad magic
+    at.send(at.build(ud, msg));
+    msg[0] ^= 1;
+    // proper REQ, sent twice: one passive QP only
+    at.send(at.build(ud, msg));
+    at.send(at.build(ud, msg));
+    wire::Packet rp;
+    cm::Msg rep;
+    uint32_t qpn = 0;
+    for (int i = 0; i < 2; ++i) {
+        auto r = at.recv(b);
+        ASSERT_FALSE(r.empty());
+        ASSERT_EQ(wire::parse(r, wire::IpContext{}, false, rp), wire::ParseError::none);
+        ASSERT_TRUE(cm::decode(rp.payload, rep));
+        EXPECT_EQ(rep.type, cm::MsgType::rep);
+        if (i == 0)
+            qpn = rep.src_qpn;
+        EXPECT_EQ(rep.src_qpn, qpn);
+    }
+    EXPECT_GE(b.dev->stats().malformed, s0.malformed + 2);
+    uint32_t psn = 100;
+    auto expect_nak = [&](uint8_t code, const char* what) {
+        auto r = at.recv(b);
+        ASSERT_FALSE(r.empty()) << what;
+        wire::Packet a;
+        ASSERT_EQ(wire::parse(r, wire::IpContext{}, false, a), wire::ParseError::none) << what;
+        EXPECT_EQ(a.bth.opcode, uint8_t(wire::Opcode::rc_ack)) << what;
+        EXPECT_EQ(a.aeth.syndrome, wire::aeth_nak_syndrome(wire::NakCode(code))) << what;
+        EXPECT_EQ(a.bth.psn, psn) << what;
+    };
+    wire::Packet w;
+    w.bth.dest_qp = qpn;
+    w.bth.psn = psn;
+    std::vector<uint8_t> pay(16, 1);
+    // PSN far ahead: one sequence-error NAK (and only one per gap), nothing executed
+    w.bth.opcode = uint8_t(wire::Opcode::rc_write_only);
+    w.bth.psn = psn + 1000000;
+    w.reth = {va, k.rkey, 16};
+    at.send(at.build(w, pay));
+    expect_nak(wire::nak_psn_seq_error, "psn ahead");
+    w.bth.psn = psn;
+    // absurd RETH length on WRITE ONLY (payload mismatch) -> invalid request
+    w.bth.opcode = uint8_t(wire::Opcode::rc_write_only);
+    w.reth = {va, k.rkey, 0xffffffffu};
+    at.send(at.build(w, pay));
+    expect_nak(wire::nak_invalid_request, "write len");
+    // WRITE FIRST claiming 4 GiB -> remote access (out of bounds), nothing written
+    w.bth.opcode = uint8_t(wire::Opcode::rc_write_first);
+    std::vector<uint8_t> mtu_pay(4096, 2);
+    at.send(at.build(w, mtu_pay));
+    expect_nak(wire::nak_remote_access, "write first bounds");
+    // READ of 2 GiB / beyond the region -> NAK
+    w.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
+    w.reth = {va, k.rkey, 0x80000000u};
+    at.send(at.build(w));
+    expect_nak(wire::nak_remote_access, "read len");
+    w.reth = {va - 4096, k.rkey, 16};
+    at.send(at.build(w));
+    expect_nak(wire::nak_remote_access, "read before region");
+    // misaligned atomic -> invalid request; wrong rkey -> access
+    wire::Packet a;
+    a.bth.opcode = uint8_t(wire::Opcode::rc_fetch_add);
+    a.bth.dest_qp = qpn;
+    a.bth.psn = psn;
+    a.atomic = {va + 3, k.rkey, 1, 0};
+    at.send(at.build(a));
+    expect_nak(wire::nak_invalid_request, "atomic align");
+    a.atomic = {va, k.rkey + 1, 1, 0};
+    at.send(at.build(a));
+    expect_nak(wire::nak_remote_access, "atomic rkey");
+    // MIDDLE without FIRST -> invalid request
+    w.bth.opcode = uint8_t(wire::Opcode::rc_send_middle);
+    at.send(at.build(w, mtu_pay));
+    expect_nak(wire::nak_invalid_request, "middle without first");
+    for (size_t i = 0; i < target.size(); ++i)
+        ASSERT_EQ(target[i], 0xee) << "byte " << i << " written";
+    // ... and a correct WRITE now works: the device is still sane
+    w.bth.opcode = uint8_t(wire::Opcode::rc_write_only);
+    w.bth.psn = psn;
+    w.reth = {va, k.rkey, 16};
+    at.send(at.build(w, pay));
+    auto r = at.recv(b);   // ACK
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(target[4096], 1);
+    EXPECT_EQ(target[4096 + 16], 0xee);
+    // a forged DREQ for the wrong connection id is ignored, the right one frees the QP
+    cm::Msg d;
+    d.type = cm::MsgType::dreq;
+    d.conn_id = 98;
+    d.src_qpn = 0x1234;
+    d.dst_qpn = qpn;
+    cm::encode(d, msg);
+    at.send(at.build(ud, msg));
+    run_until({&b}, [] { return false; }, 0.02);
+    EXPECT_EQ(b.dev->qp_state(qpn), QpState::rts);
+    d.conn_id = 99;
+    cm::encode(d, msg);
+    at.send(at.build(ud, msg));
+    ASSERT_TRUE(run_until({&b}, [&] { return b.dev->qp_state(qpn) == QpState::error; }, 2));
+}
