@@ -1,0 +1,412 @@
+// rdma_cm for the verbs device. The device listens (RDMA_PS_TCP) on its GID's IP and a port; its
+// address is that IP + port, so a connection needs nothing else, like the userspace device's CM.
+//
+// Active side (connect_qp): rdma_resolve_addr (bound to our IP, so the path uses our GID) ->
+// rdma_resolve_route -> QP to INIT -> rdma_connect (REQ carrying our QPN and a magic) -> on
+// CONNECT_RESPONSE: RTR, RTS with the attributes rdma_init_qp_attr derives from the exchange (PSNs,
+// path, negotiated READ/atomic depths), then rdma_establish (RTU) and the WRs queued meanwhile are
+// posted. Rejected (nobody listens on that port: the peer's CM answers REJ) -> the QP fails with
+// unreachable; no answer within connect_timeout_ms -> timeout.
+// Passive side (CONNECT_REQUEST): a QP is created for the request, taken to RTS and accepted
+// (REP); it is ready when REP is sent. Duplicate REQs are answered by the kernel's CM (the same
+// REP again, no new event); a late REQ (its active side gave up) ends in CONNECT_ERROR when the
+// RTU never comes (or REJECTED when the active side's destroy answers our REP with REJ), and the
+// QP is freed; a DREQ (the peer destroyed its QP) frees it too.
+// An active QP whose peer disconnects goes to error (posted WRs flush as canceled) and stays until
+// destroy_qp.
+//
+// The CM thread waits on the event channel, copies and acks each event before it takes the device
+// lock, so rdma_destroy_id under the lock (destroy_qp) never waits for it.
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/log.hpp"
+#include "verbs/device_impl.hpp"
+
+namespace roce::verbs {
+
+namespace {
+socklen_t to_sockaddr(const WireAddr& a, sockaddr_storage& ss) {
+    std::memset(&ss, 0, sizeof(ss));
+    if (a.family == AF_INET) {
+        auto* s = reinterpret_cast<sockaddr_in*>(&ss);
+        s->sin_family = AF_INET;
+        std::memcpy(&s->sin_addr, a.ip, 4);
+        s->sin_port = htons(a.port);
+        return sizeof(sockaddr_in);
+    }
+    auto* s = reinterpret_cast<sockaddr_in6*>(&ss);
+    s->sin6_family = AF_INET6;
+    std::memcpy(&s->sin6_addr, a.ip, 16);
+    s->sin6_port = htons(a.port);
+    return sizeof(sockaddr_in6);
+}
+
+WireAddr from_sockaddr(const sockaddr* sa) {
+    WireAddr a{};
+    if (sa && sa->sa_family == AF_INET) {
+        auto* s = reinterpret_cast<const sockaddr_in*>(sa);
+        a.family = AF_INET;
+        std::memcpy(a.ip, &s->sin_addr, 4);
+        a.port = ntohs(s->sin_port);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        auto* s = reinterpret_cast<const sockaddr_in6*>(sa);
+        a.family = AF_INET6;
+        std::memcpy(a.ip, &s->sin6_addr, 16);
+        a.port = ntohs(s->sin6_port);
+    }
+    return a;
+}
+
+ibv_mtu mtu_enum(uint32_t mtu) {
+    switch (mtu) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+    }
+}
+
+void* token_ptr(uint64_t t) { return reinterpret_cast<void*>(uintptr_t(t)); }
+} // namespace
+
+Status DeviceImpl::cm_init() {
+    const char* name = cfg_.dev_name.c_str();
+    cm_channel_.reset(rdma_create_event_channel());
+    if (!cm_channel_) {
+        ROCE_ERROR("verbs: %s: rdma_create_event_channel failed: %s (rdma_ucm module loaded?)", name,
+                   std::strerror(errno));
+        return Status::io_error;
+    }
+    if (int fl = fcntl(cm_channel_->fd, F_GETFL); fl < 0 || fcntl(cm_channel_->fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return Status::io_error;
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(cm_channel_.get(), &id, token_ptr(1), RDMA_PS_TCP) != 0) {
+        ROCE_ERROR("verbs: %s: rdma_create_id failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    listen_id_.reset(id);
+    WireAddr bind = addr_;
+    bind.port = cfg_.cm_port;
+    sockaddr_storage ss;
+    to_sockaddr(bind, ss);
+    if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ss)) != 0) {
+        const int e = errno;
+        ROCE_ERROR("verbs: %s: cannot bind rdma_cm to %s: %s", name, bind.to_string().c_str(),
+                   std::strerror(e));
+        return e == EADDRINUSE ? Status::io_error : Status::no_device;
+    }
+    if (!id->verbs || cfg_.dev_name != ibv_get_device_name(id->verbs->device)) {
+        ROCE_ERROR("verbs: %s: address %s belongs to RDMA device %s, not to %s", name,
+                   bind.to_string().c_str(), id->verbs ? ibv_get_device_name(id->verbs->device) : "(none)", name);
+        return Status::no_device;
+    }
+    if (rdma_listen(id, 128) != 0) {
+        ROCE_ERROR("verbs: %s: rdma_listen failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    addr_.port = ntohs(rdma_get_src_port(id));
+    wake_fd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!wake_fd_)
+        return Status::io_error;
+    ROCE_INFO("verbs: %s port %u: GID index %d, rdma_cm listening on %s", name, unsigned(cfg_.port),
+              gid_.index, addr_.to_string().c_str());
+    cm_thread_ = std::thread([this] { cm_thread_main(); });
+    return Status::ok;
+}
+
+Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
+    std::lock_guard lk(mu_);
+    VQp* q = find_qp(qpn);
+    if (!q || q->state != QpState::reset)
+        return Status::invalid_param;
+    if (peer.family != addr_.family)
+        return Status::unreachable;
+    if (peer.port == 0)
+        return Status::invalid_param;
+    const uint64_t token = next_token_++;
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(cm_channel_.get(), &id, token_ptr(token), RDMA_PS_TCP) != 0) {
+        ROCE_ERROR("verbs: QP %u: rdma_create_id failed: %s", qpn, std::strerror(errno));
+        return Status::io_error;
+    }
+    CmIdPtr owned(id);
+    WireAddr src = addr_;
+    src.port = 0;
+    sockaddr_storage ss, ds;
+    to_sockaddr(src, ss);
+    to_sockaddr(peer, ds);
+    if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&ss), reinterpret_cast<sockaddr*>(&ds),
+                          int(cfg_.connect_timeout_ms)) != 0) {
+        ROCE_ERROR("verbs: QP %u: rdma_resolve_addr(%s) failed: %s", qpn, peer.to_string().c_str(),
+                   std::strerror(errno));
+        return Status::unreachable;
+    }
+    q->id = std::move(owned);
+    q->token = token;
+    tokens_[token] = qpn;
+    q->peer = peer;
+    q->state = QpState::connecting;
+    q->connect_deadline_ns = now_ns() + uint64_t(cfg_.connect_timeout_ms) * 1000000;
+    ++st_.cm_connects;
+    uint64_t one = 1;
+    (void)!write(wake_fd_.get(), &one, sizeof(one));   // the CM thread watches the deadline
+    return Status::ok;
+}
+
+void DeviceImpl::cm_thread_main() {
+    while (!stop_.load()) {
+        int timeout = -1;
+        {
+            std::lock_guard lk(mu_);
+            for (auto& [k, q] : qps_) {
+                if (q->state == QpState::connecting) {
+                    timeout = 20;
+                    break;
+                }
+            }
+        }
+        pollfd p[2] = {{cm_channel_->fd, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+        poll(p, 2, timeout);
+        if (stop_.load())
+            break;
+        uint64_t v;
+        (void)!read(wake_fd_.get(), &v, sizeof(v));
+        rdma_cm_event* ev;
+        while (rdma_get_cm_event(cm_channel_.get(), &ev) == 0) {
+            const int type = ev->event;
+            const int status = ev->status;
+            rdma_cm_id* id = ev->id;
+            const uint64_t token = uint64_t(reinterpret_cast<uintptr_t>(id->context));
+            uint8_t priv[256];
+            size_t priv_len = 0;
+            uint8_t resp_res = 0, init_depth = 0;
+            if (type == RDMA_CM_EVENT_CONNECT_REQUEST || type == RDMA_CM_EVENT_ESTABLISHED ||
+                type == RDMA_CM_EVENT_CONNECT_RESPONSE || type == RDMA_CM_EVENT_REJECTED) {
+                priv_len = std::min<size_t>(ev->param.conn.private_data_len, sizeof(priv));
+                if (priv_len && ev->param.conn.private_data)
+                    std::memcpy(priv, ev->param.conn.private_data, priv_len);
+                resp_res = ev->param.conn.responder_resources;
+                init_depth = ev->param.conn.initiator_depth;
+            }
+            rdma_ack_cm_event(ev);
+            std::lock_guard lk(mu_);
+            cm_handle(type, status, token, id, priv, priv_len, resp_res, init_depth);
+        }
+        std::lock_guard lk(mu_);
+        cm_deadlines();
+    }
+}
+
+bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quiet) {
+    ibv_qp_attr a{};
+    int mask = 0;
+    a.qp_state = state;
+    if (rdma_init_qp_attr(id, &a, &mask) != 0) {
+        if (quiet)   // a request withdrawn meanwhile (its active side gave up): not an error
+            ROCE_INFO("verbs: QP %u: connection request withdrawn (%s)", q.qpn, std::strerror(errno));
+        else
+            ROCE_ERROR("verbs: QP %u: rdma_init_qp_attr(state %d) failed: %s", q.qpn, int(state), std::strerror(errno));
+        return false;
+    }
+    if (state == IBV_QPS_INIT) {
+        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_REMOTE_ATOMIC;
+        mask |= IBV_QP_ACCESS_FLAGS;
+    } else if (state == IBV_QPS_RTR) {
+        a.min_rnr_timer = cfg_.min_rnr_timer;
+        mask |= IBV_QP_MIN_RNR_TIMER;
+        if (a.path_mtu > mtu_enum(cfg_.mtu))
+            a.path_mtu = mtu_enum(cfg_.mtu);
+    } else if (state == IBV_QPS_RTS) {
+        a.timeout = cfg_.ack_timeout;
+        a.retry_cnt = uint8_t(std::min<uint32_t>(cfg_.retry_count, 7));
+        a.rnr_retry = uint8_t(std::min<uint32_t>(cfg_.rnr_retry, 7));
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+    }
+    if (const int rc = ibv_modify_qp(q.qp.get(), &a, mask); rc != 0) {
+        ROCE_ERROR("verbs: QP %u: ibv_modify_qp to state %d failed: %s", q.qpn, int(state), std::strerror(rc));
+        return false;
+    }
+    return true;
+}
+
+void DeviceImpl::cm_fail_connect(VQp& q, Status st, const char* why) {
+    if (q.state != QpState::connecting)
+        return;
+    ROCE_WARN("verbs: QP %u: connection to %s failed: %s", q.qpn, q.peer.to_string().c_str(), why);
+    ++st_.cm_errors;
+    fail_qp(q, st);
+    notify();
+}
+
+void DeviceImpl::cm_deadlines() {
+    const uint64_t now = now_ns();
+    for (auto& [k, q] : qps_) {
+        if (q->state == QpState::connecting && now >= q->connect_deadline_ns)
+            cm_fail_connect(*q, Status::timeout, "no answer within connect_timeout_ms");
+    }
+}
+
+void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, uint8_t resp_res,
+                           uint8_t init_depth) {
+    ConnPriv cp{};
+    if (priv_len >= sizeof(cp))
+        std::memcpy(&cp, priv, sizeof(cp));
+    if (ntohl(cp.magic) != conn_magic) {
+        ROCE_WARN("verbs: %s: rejecting a connection request that is not ours", cfg_.dev_name.c_str());
+        rdma_reject(id, nullptr, 0);
+        rdma_destroy_id(id);
+        ++st_.cm_rejected;
+        return;
+    }
+    auto q = std::make_unique<VQp>();
+    q->passive = true;
+    q->token = next_token_++;
+    id->context = token_ptr(q->token);
+    q->id.reset(id);
+    q->peer = from_sockaddr(rdma_get_peer_addr(id));
+    if (new_ibv_qp(*q) != Status::ok || !cm_modify(*q, id, IBV_QPS_INIT, true) ||
+        !cm_modify(*q, id, IBV_QPS_RTR, true) || !cm_modify(*q, id, IBV_QPS_RTS, true)) {
+        rdma_reject(id, nullptr, 0);
+        ++st_.cm_errors;
+        return;   // q (QP, id) destroyed here
+    }
+    rdma_conn_param p{};
+    p.responder_resources = uint8_t(std::min<int>({init_depth, int(cfg_.max_rd_atomic), dev_attr_.max_qp_rd_atom}));
+    p.initiator_depth = uint8_t(std::min<int>({resp_res, int(cfg_.max_rd_atomic), dev_attr_.max_qp_init_rd_atom}));
+    p.retry_count = uint8_t(std::min<uint32_t>(cfg_.retry_count, 7));
+    p.rnr_retry_count = uint8_t(std::min<uint32_t>(cfg_.rnr_retry, 7));
+    p.qp_num = q->qpn;
+    p.srq = 1;
+    if (rdma_accept(id, &p) != 0) {
+        ROCE_ERROR("verbs: %s: rdma_accept failed: %s", cfg_.dev_name.c_str(), std::strerror(errno));
+        ++st_.cm_errors;
+        return;
+    }
+    q->state = QpState::rts;   // ready when REP is sent, like the userspace device
+    ++st_.cm_accepted;
+    tokens_[q->token] = q->qpn;
+    const uint32_t qpn = q->qpn;
+    qps_[qpn] = std::move(q);
+}
+
+void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id, const void* priv,
+                           size_t priv_len, uint8_t resp_res, uint8_t init_depth) {
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        cm_accept(id, priv, priv_len, resp_res, init_depth);
+        return;
+    }
+    VQp* q = find_token(token);
+    if (!q)
+        return;   // its QP is gone
+    const Status err = status == -ETIMEDOUT ? Status::timeout : Status::unreachable;
+    switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+        if (q->state != QpState::connecting)
+            return;
+        if (cfg_.traffic_class) {
+            uint8_t tos = cfg_.traffic_class;
+            rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
+        }
+        if (rdma_resolve_route(id, int(cfg_.connect_timeout_ms)) != 0)
+            cm_fail_connect(*q, Status::unreachable, "rdma_resolve_route failed");
+        return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+        if (q->state != QpState::connecting)
+            return;
+        if (!id->verbs || cfg_.dev_name != ibv_get_device_name(id->verbs->device)) {
+            cm_fail_connect(*q, Status::unreachable, "the route leaves through another RDMA device");
+            return;
+        }
+        if (!cm_modify(*q, id, IBV_QPS_INIT)) {
+            cm_fail_connect(*q, Status::io_error, "QP to INIT failed");
+            return;
+        }
+        ConnPriv cp{htonl(conn_magic), htonl(1)};
+        rdma_conn_param p{};
+        p.private_data = &cp;
+        p.private_data_len = sizeof(cp);
+        p.responder_resources = uint8_t(std::min<int>(int(cfg_.max_rd_atomic), dev_attr_.max_qp_rd_atom));
+        p.initiator_depth = uint8_t(std::min<int>(int(cfg_.max_rd_atomic), dev_attr_.max_qp_init_rd_atom));
+        p.retry_count = uint8_t(std::min<uint32_t>(cfg_.retry_count, 7));
+        p.rnr_retry_count = uint8_t(std::min<uint32_t>(cfg_.rnr_retry, 7));
+        p.qp_num = q->qpn;
+        p.srq = 1;
+        if (rdma_connect(id, &p) != 0)
+            cm_fail_connect(*q, Status::unreachable, "rdma_connect failed");
+        return;
+    }
+    case RDMA_CM_EVENT_CONNECT_RESPONSE:
+        if (q->state != QpState::connecting)
+            return;   // gave up meanwhile: no RTU, the peer's passive QP times out
+        if (!cm_modify(*q, id, IBV_QPS_RTR) || !cm_modify(*q, id, IBV_QPS_RTS)) {
+            rdma_reject(id, nullptr, 0);
+            cm_fail_connect(*q, Status::io_error, "QP to RTR/RTS failed");
+            return;
+        }
+        if (rdma_establish(id) != 0) {
+            cm_fail_connect(*q, Status::io_error, "rdma_establish failed");
+            return;
+        }
+        q->state = QpState::rts;
+        ++st_.cm_established;
+        post_pending(*q);
+        notify();
+        return;
+    case RDMA_CM_EVENT_ESTABLISHED:
+        return;
+    case RDMA_CM_EVENT_ADDR_ERROR:
+        cm_fail_connect(*q, err, "address resolution failed");
+        return;
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+        cm_fail_connect(*q, err, "route resolution failed");
+        return;
+    case RDMA_CM_EVENT_UNREACHABLE:
+        cm_fail_connect(*q, err, status == -ETIMEDOUT ? "no answer to the connection request" : "unreachable");
+        return;
+    case RDMA_CM_EVENT_REJECTED:
+        ++st_.cm_rejected;
+        if (!q->passive) {
+            cm_fail_connect(*q, Status::unreachable, "rejected (nobody listens on that port?)");
+            return;
+        }
+        [[fallthrough]];   // our REP was answered with REJ: the active side gave up
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_DISCONNECTED:
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        if (type == RDMA_CM_EVENT_DISCONNECTED)
+            ++st_.cm_disconnects;
+        if (q->passive) {
+            // Our peer destroyed its QP, or never completed the handshake (late request).
+            const uint32_t qpn = q->qpn;
+            release_qp(*q, Status::canceled);
+            erase_qp(qpn);
+            ++st_.passive_freed;
+            notify();
+            return;
+        }
+        if (q->state == QpState::connecting) {
+            cm_fail_connect(*q, Status::timeout, "connection error");
+            return;
+        }
+        if (q->state == QpState::rts) {
+            ibv_qp_attr a{};
+            a.qp_state = IBV_QPS_ERR;
+            ibv_modify_qp(q->qp.get(), &a, IBV_QP_STATE);   // posted WRs flush as canceled
+            fail_qp(*q, Status::canceled);
+            notify();
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+} // namespace roce::verbs

@@ -1,0 +1,817 @@
+// verbs::Device: open/close, QP table, posting, completion moderation, progress and receive
+// buffers. Connection management (rdma_cm) is in cm.cpp.
+//
+// How a payload reaches the HCA:
+//   * inline (IBV_SEND_INLINE) when the QP is connected and the payload fits its max_inline: the
+//     provider copies it during ibv_post_send, nothing to keep;
+//   * copy semantics otherwise (SEND, WRITE with copy): a slot of the registered bounce pool, or a
+//     temporary registered buffer when larger than a slot;
+//   * zero-copy (WRITE without copy, READ): the Pd's region covering the buffer (found by
+//     address); an unregistered buffer is registered for the operation (READs of up to one slot
+//     land in a bounce slot instead and are copied out at completion).
+// Completion moderation: a WR is signaled when the caller wants its completion (wr_id != 0), when
+// it needs work at completion (READ via bounce, atomics, temporary registration), every
+// `signal_every` WRs, or when bounce slots run low. An unsignaled tail left when the caller stops
+// posting is reclaimed by progress() with a signaled zero-length RDMA WRITE (no rkey needed), so
+// outstanding() drains to 0 and bounce slots come back. RC completes in order: a signaled CQE
+// completes every earlier WR of its QP.
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/log.hpp"
+#include "verbs/device_impl.hpp"
+
+namespace roce::verbs {
+
+namespace {
+constexpr uint64_t seq_mask = (uint64_t(1) << 40) - 1;
+constexpr uint64_t gen_mask = 0xffffff;
+
+uint64_t ibv_wr_id(const VQp& q, uint64_t seq) { return (q.gen & gen_mask) << 40 | (seq & seq_mask); }
+
+Status status_of(ibv_wc_status s) {
+    switch (s) {
+    case IBV_WC_SUCCESS: return Status::ok;
+    case IBV_WC_REM_ACCESS_ERR: return Status::remote_access;
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR: return Status::remote_invalid;
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR: return Status::timeout;
+    case IBV_WC_WR_FLUSH_ERR: return Status::canceled;
+    default: return Status::io_error;
+    }
+}
+
+bool set_nonblock(int fd) {
+    const int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+} // namespace
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out) {
+    if (cfg.mtu != 256 && cfg.mtu != 512 && cfg.mtu != 1024 && cfg.mtu != 2048 && cfg.mtu != 4096)
+        return Status::invalid_param;
+    if (cfg.sq_depth == 0 || cfg.max_rd_atomic == 0 || cfg.max_recv_msg == 0 ||
+        cfg.recv_buffers == 0 || cfg.bounce_slots == 0 || cfg.bounce_size < 8 ||
+        cfg.cq_size < 2 * cfg.sq_depth || cfg.signal_every == 0 || cfg.port == 0)
+        return Status::invalid_param;
+    if (!pd) {
+        const Status s = Pd::open(cfg.dev_name, pd);
+        if (s != Status::ok)
+            return s;
+    }
+    auto pdi = std::dynamic_pointer_cast<PdImpl>(pd);
+    if (!pdi || pdi->dev_name() != cfg.dev_name) {
+        ROCE_ERROR("verbs: Device::open(%s): the Pd belongs to another device", cfg.dev_name.c_str());
+        return Status::invalid_param;
+    }
+    auto dev = std::make_unique<DeviceImpl>(cfg, std::move(pdi));
+    const Status s = dev->init();
+    if (s != Status::ok)
+        return s;
+    out = std::move(dev);
+    return Status::ok;
+}
+
+DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::shared_ptr<PdImpl> pd) : cfg_(cfg), pd_(std::move(pd)) {}
+
+Status DeviceImpl::init() {
+    ibv_context* ctx = pd_->ctx();
+    const char* name = cfg_.dev_name.c_str();
+    if (ibv_query_device(ctx, &dev_attr_) != 0 || ibv_query_port(ctx, cfg_.port, &port_attr_) != 0) {
+        ROCE_ERROR("verbs: %s port %u: cannot query the device/port", name, unsigned(cfg_.port));
+        return Status::no_device;
+    }
+    if (port_attr_.state != IBV_PORT_ACTIVE) {
+        ROCE_ERROR("verbs: %s port %u is not active (state %d)", name, unsigned(cfg_.port), int(port_attr_.state));
+        return Status::no_device;
+    }
+    if (port_attr_.link_layer != IBV_LINK_LAYER_ETHERNET) {
+        ROCE_ERROR("verbs: %s port %u is not RoCE (link layer %d)", name, unsigned(cfg_.port), int(port_attr_.link_layer));
+        return Status::no_device;
+    }
+    Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_);
+    if (s != Status::ok)
+        return s;
+    addr_ = gid_.addr;
+    signal_every_ = std::clamp<uint32_t>(cfg_.signal_every, 1, std::max<uint32_t>(1, cfg_.sq_depth / 2));
+
+    channel_.reset(ibv_create_comp_channel(ctx));
+    if (!channel_ || !set_nonblock(channel_->fd)) {
+        ROCE_ERROR("verbs: %s: ibv_create_comp_channel failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    const int scq = int(std::min<uint32_t>(cfg_.cq_size, uint32_t(dev_attr_.max_cqe)));
+    const int rcq = int(std::min<uint32_t>(cfg_.recv_buffers + 16, uint32_t(dev_attr_.max_cqe)));
+    send_cq_.reset(ibv_create_cq(ctx, scq, nullptr, channel_.get(), 0));
+    recv_cq_.reset(ibv_create_cq(ctx, rcq, nullptr, channel_.get(), 0));
+    if (!send_cq_ || !recv_cq_) {
+        ROCE_ERROR("verbs: %s: ibv_create_cq failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    cfg_.cq_size = uint32_t(send_cq_->cqe);
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = cfg_.recv_buffers;
+    sa.attr.max_sge = 1;
+    srq_.reset(ibv_create_srq(pd_->pd(), &sa));
+    if (!srq_) {
+        ROCE_ERROR("verbs: %s: ibv_create_srq(%u) failed: %s", name, cfg_.recv_buffers, std::strerror(errno));
+        return Status::io_error;
+    }
+    const size_t rbytes = size_t(cfg_.recv_buffers) * cfg_.max_recv_msg;
+    recv_buf_.reset(new (std::nothrow) uint8_t[rbytes]);
+    const size_t bbytes = size_t(cfg_.bounce_slots) * cfg_.bounce_size;
+    bounce_buf_.reset(new (std::nothrow) uint8_t[bbytes]);
+    if (!recv_buf_ || !bounce_buf_)
+        return Status::no_resource;
+    recv_mr_.reset(ibv_reg_mr(pd_->pd(), recv_buf_.get(), rbytes, IBV_ACCESS_LOCAL_WRITE));
+    bounce_mr_.reset(ibv_reg_mr(pd_->pd(), bounce_buf_.get(), bbytes, IBV_ACCESS_LOCAL_WRITE));
+    if (!recv_mr_ || !bounce_mr_) {
+        ROCE_ERROR("verbs: %s: registering %zu + %zu bytes of buffers failed: %s", name, rbytes,
+                   bbytes, std::strerror(errno));
+        return Status::no_resource;
+    }
+    bounce_free_.reserve(cfg_.bounce_slots);
+    for (uint32_t i = cfg_.bounce_slots; i-- > 0;)
+        bounce_free_.push_back(int(i));
+    for (uint32_t i = 0; i < cfg_.recv_buffers; ++i)
+        repost_recv(i);
+
+    notify_fd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+    if (!notify_fd_ || !epoll_fd_)
+        return Status::io_error;
+    for (int fd : {channel_->fd, notify_fd_.get()}) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+            return Status::io_error;
+    }
+    return cm_init();
+}
+
+DeviceImpl::~DeviceImpl() {
+    if (cm_thread_.joinable()) {
+        stop_ = true;
+        uint64_t one = 1;
+        (void)!write(wake_fd_.get(), &one, sizeof(one));
+        cm_thread_.join();
+    }
+    std::lock_guard lk(mu_);
+    for (auto& [qpn, q] : qps_)
+        release_qp(*q, Status::canceled);
+    qps_.clear();           // QPs and their rdma_cm ids before the listener and the channel
+    tokens_.clear();
+    listen_id_.reset();
+}
+
+DeviceStats DeviceImpl::stats() const {
+    std::lock_guard lk(mu_);
+    return st_;
+}
+
+VQp* DeviceImpl::find_qp(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? nullptr : it->second.get();
+}
+
+VQp* DeviceImpl::find_token(uint64_t token) {
+    auto it = tokens_.find(token);
+    return it == tokens_.end() ? nullptr : find_qp(it->second);
+}
+
+void DeviceImpl::notify() {
+    notified_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    (void)!write(notify_fd_.get(), &one, sizeof(one));
+}
+
+void DeviceImpl::repost_recv(uint32_t idx) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(recv_buf_.get() + size_t(idx) * cfg_.max_recv_msg),
+                cfg_.max_recv_msg, recv_mr_->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = idx;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (const int rc = ibv_post_srq_recv(srq_.get(), &wr, &bad); rc != 0)
+        ROCE_ERROR("verbs: %s: ibv_post_srq_recv failed: %s (a receive buffer is lost)",
+                   cfg_.dev_name.c_str(), std::strerror(rc));
+}
+
+// ---- queue pairs
+
+Status DeviceImpl::new_ibv_qp(VQp& q) {
+    ibv_qp_init_attr a{};
+    a.send_cq = send_cq_.get();
+    a.recv_cq = recv_cq_.get();
+    a.srq = srq_.get();
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = 0;
+    // Room for an internal reclaim WRITE after every unsignaled run.
+    a.cap.max_send_wr = std::min<uint32_t>(2 * cfg_.sq_depth, uint32_t(dev_attr_.max_qp_wr));
+    a.cap.max_send_sge = std::min(4, dev_attr_.max_sge);
+    a.cap.max_inline_data = cfg_.max_inline;
+    ibv_qp* qp = ibv_create_qp(pd_->pd(), &a);
+    if (!qp && cfg_.max_inline) {
+        a.cap.max_inline_data = 0;
+        qp = ibv_create_qp(pd_->pd(), &a);
+    }
+    if (!qp) {
+        ROCE_ERROR("verbs: %s: ibv_create_qp failed: %s", cfg_.dev_name.c_str(), std::strerror(errno));
+        return errno == ENOMEM ? Status::no_resource : Status::io_error;
+    }
+    q.qp.reset(qp);
+    q.qpn = qp->qp_num;
+    q.gen = next_gen_++;
+    q.max_inline = a.cap.max_inline_data;
+    return Status::ok;
+}
+
+Status DeviceImpl::create_qp(uint32_t& qpn) {
+    std::lock_guard lk(mu_);
+    auto q = std::make_unique<VQp>();
+    const Status s = new_ibv_qp(*q);
+    if (s != Status::ok)
+        return s;
+    qpn = q->qpn;
+    qps_[qpn] = std::move(q);
+    return Status::ok;
+}
+
+QpState DeviceImpl::qp_state(uint32_t qpn) const {
+    std::lock_guard lk(mu_);
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? QpState::error : it->second->state;
+}
+
+size_t DeviceImpl::outstanding(uint32_t qpn) const {
+    std::lock_guard lk(mu_);
+    if (qpn != 0) {
+        auto it = qps_.find(qpn);
+        return it == qps_.end() ? 0 : it->second->sq.size() - it->second->n_internal;
+    }
+    size_t n = 0;
+    for (auto& [k, q] : qps_)
+        n += q->sq.size() - q->n_internal;
+    return n;
+}
+
+void DeviceImpl::finish(VQp& q, WrRec& r, Status st) {
+    if (st == Status::ok) {
+        const uint8_t* src = r.bounce >= 0 ? bounce_ptr(r.bounce) : r.temp_buf.get();
+        if (r.copy_out && src)
+            std::memcpy(r.copy_out, src, r.copy_len);
+        if (r.result && src)
+            std::memcpy(r.result, src, 8);
+    }
+    if (r.bounce >= 0) {
+        bounce_free_.push_back(r.bounce);
+        r.bounce = -1;
+    }
+    r.temp_mr.reset();
+    r.temp_buf.reset();
+    if (!r.internal && r.wr_id != 0) {
+        cq_.push_back(Completion{r.wr_id, q.qpn, r.op, st});
+        ++events_;
+    }
+}
+
+// Pending (never posted) WRs complete with `st`; posted ones flush through the CQ once the HCA
+// has moved the QP to error.
+void DeviceImpl::fail_qp(VQp& q, Status st) {
+    q.state = QpState::error;
+    std::deque<WrRec> pend;
+    while (q.sq.size() > q.n_posted) {
+        pend.push_front(std::move(q.sq.back()));
+        q.sq.pop_back();
+    }
+    total_wrs_ -= pend.size();
+    for (WrRec& r : pend) {
+        if (r.internal)
+            --q.n_internal;
+        finish(q, r, st);
+    }
+}
+
+void DeviceImpl::release_qp(VQp& q, Status st) {
+    if (q.id && (q.state == QpState::rts || q.state == QpState::connecting))
+        rdma_disconnect(q.id.get());   // DREQ to the peer (its passive QP is freed)
+    if (q.qp) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(q.qp.get(), &a, IBV_QP_STATE);
+        q.qp.reset();   // the HCA no longer touches our buffers after this
+    }
+    q.id.reset();       // the CM thread acks events before it takes the lock: no wait here
+    q.state = QpState::error;
+    total_wrs_ -= q.sq.size();
+    while (!q.sq.empty()) {
+        WrRec r = std::move(q.sq.front());
+        q.sq.pop_front();
+        finish(q, r, st);
+    }
+    q.n_posted = q.n_internal = 0;
+    q.signaled_inflight = q.unsignaled_run = 0;
+}
+
+void DeviceImpl::erase_qp(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    if (it == qps_.end())
+        return;
+    if (it->second->token)
+        tokens_.erase(it->second->token);
+    std::erase(tails_, qpn);
+    qps_.erase(it);
+}
+
+Status DeviceImpl::destroy_qp(uint32_t qpn) {
+    std::lock_guard lk(mu_);
+    VQp* q = find_qp(qpn);
+    if (!q)
+        return Status::invalid_param;
+    release_qp(*q, Status::canceled);
+    erase_qp(qpn);
+    notify();
+    return Status::ok;
+}
+
+// ---- posting
+
+Status DeviceImpl::admit(uint32_t qpn, VQp*& q) {
+    q = find_qp(qpn);
+    if (!q || q->state == QpState::reset)
+        return Status::invalid_param;
+    if (q->state == QpState::error)
+        return Status::canceled;
+    if (q->sq.size() - q->n_internal >= cfg_.sq_depth || total_wrs_ + 2 > cfg_.cq_size)
+        return Status::no_resource;
+    return Status::ok;
+}
+
+int DeviceImpl::take_bounce() {
+    if (bounce_free_.empty())
+        return -1;
+    const int s = bounce_free_.back();
+    bounce_free_.pop_back();
+    return s;
+}
+
+Status DeviceImpl::stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total) {
+    uint8_t* dst;
+    uint32_t lkey;
+    if (total <= cfg_.bounce_size) {
+        r.bounce = take_bounce();
+        if (r.bounce < 0)
+            return Status::no_resource;
+        dst = bounce_ptr(r.bounce);
+        lkey = bounce_mr_->lkey;
+        ++st_.bounce_copies;
+    } else {
+        r.temp_buf.reset(new (std::nothrow) uint8_t[total]);
+        if (!r.temp_buf)
+            return Status::no_resource;
+        r.temp_mr.reset(ibv_reg_mr(pd_->pd(), r.temp_buf.get(), total, IBV_ACCESS_LOCAL_WRITE));
+        if (!r.temp_mr) {
+            ROCE_WARN("verbs: registering a %zu-byte copy buffer failed: %s", total, std::strerror(errno));
+            r.temp_buf.reset();
+            return Status::no_resource;
+        }
+        dst = r.temp_buf.get();
+        lkey = r.temp_mr->lkey;
+        ++st_.temp_regs;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (iov[i].iov_len)
+            std::memcpy(dst + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    r.sge[0] = {reinterpret_cast<uintptr_t>(dst), uint32_t(total), lkey};
+    r.wr.num_sge = 1;
+    return Status::ok;
+}
+
+Status DeviceImpl::stage_local(WrRec& r, void* local, size_t len, bool to_local) {
+    uint32_t lkey;
+    if (pd_->find_lkey(local, len, lkey)) {
+        r.sge[0] = {reinterpret_cast<uintptr_t>(local), uint32_t(len), lkey};
+        r.wr.num_sge = 1;
+        return Status::ok;
+    }
+    if (len <= cfg_.bounce_size) {
+        r.bounce = take_bounce();
+        if (r.bounce < 0)
+            return Status::no_resource;
+        if (to_local) {
+            r.copy_out = local;
+            r.copy_len = len;
+        } else {
+            std::memcpy(bounce_ptr(r.bounce), local, len);
+        }
+        r.sge[0] = {reinterpret_cast<uintptr_t>(bounce_ptr(r.bounce)), uint32_t(len), bounce_mr_->lkey};
+        r.wr.num_sge = 1;
+        ++st_.bounce_copies;
+        return Status::ok;
+    }
+    r.temp_mr.reset(ibv_reg_mr(pd_->pd(), local, len, IBV_ACCESS_LOCAL_WRITE));
+    if (!r.temp_mr) {
+        ROCE_WARN("verbs: registering a %zu-byte local buffer failed: %s", len, std::strerror(errno));
+        return Status::no_resource;
+    }
+    ++st_.temp_regs;
+    r.sge[0] = {reinterpret_cast<uintptr_t>(local), uint32_t(len), r.temp_mr->lkey};
+    r.wr.num_sge = 1;
+    return Status::ok;
+}
+
+bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
+    const bool sig = r.wr_id != 0 || r.internal || r.copy_out || r.result || r.temp_mr ||
+                     r.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || r.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                     q.signaled_inflight == 0 || q.unsignaled_run + 1 >= signal_every_ ||
+                     bounce_free_.size() < signal_every_;
+    r.wr.wr_id = ibv_wr_id(q, r.seq);
+    r.wr.sg_list = r.wr.num_sge ? r.sge : nullptr;
+    r.wr.next = nullptr;
+    if (sig)
+        r.wr.send_flags |= IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = ibv_post_send(q.qp.get(), &r.wr, &bad); rc != 0) {
+        ROCE_WARN("verbs: QP %u: ibv_post_send failed: %s", q.qpn, std::strerror(rc));
+        return false;
+    }
+    r.posted = true;
+    ++q.n_posted;
+    q.posted_since_progress = true;
+    r.signaled = sig;
+    if (sig) {
+        ++q.signaled_inflight;
+        q.unsignaled_run = 0;
+        ++st_.signaled;
+    } else {
+        if (q.unsignaled_run++ == 0)
+            tails_.push_back(q.qpn);
+        ++st_.unsignaled;
+    }
+    return true;
+}
+
+Status DeviceImpl::submit(VQp& q, WrRec&& rec) {
+    rec.seq = q.next_seq++;
+    switch (rec.op) {
+    case OpKind::send: ++st_.sends; break;
+    case OpKind::write: ++st_.writes; break;
+    case OpKind::read: ++st_.reads; break;
+    default: ++st_.atomics; break;
+    }
+    q.sq.push_back(std::move(rec));
+    ++total_wrs_;
+    if (q.state != QpState::rts)
+        return Status::ok;   // goes out when the connection is established
+    if (!post_hw(q, q.sq.back())) {
+        WrRec r = std::move(q.sq.back());
+        q.sq.pop_back();
+        --total_wrs_;
+        r.wr_id = 0;   // refused: no completion
+        finish(q, r, Status::no_resource);
+        return Status::no_resource;
+    }
+    return Status::ok;
+}
+
+void DeviceImpl::post_pending(VQp& q) {
+    while (q.n_posted < q.sq.size()) {
+        if (!post_hw(q, q.sq[q.n_posted])) {
+            fail_qp(q, Status::io_error);
+            return;
+        }
+    }
+}
+
+void DeviceImpl::reclaim_tail(VQp& q) {
+    WrRec r;
+    r.internal = true;
+    r.op = OpKind::write;
+    r.wr.opcode = IBV_WR_RDMA_WRITE;   // zero length: no rkey/address checked
+    r.seq = q.next_seq++;
+    q.sq.push_back(std::move(r));
+    ++total_wrs_;
+    ++q.n_internal;
+    if (!post_hw(q, q.sq.back())) {
+        q.sq.pop_back();
+        --total_wrs_;
+        --q.n_internal;
+    }
+}
+
+Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                             const uint32_t* imm) {
+    std::lock_guard lk(mu_);
+    VQp* q;
+    if (Status s = admit(qpn, q); s != Status::ok)
+        return s;
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i)
+        total += iov[i].iov_len;
+    if (total > 0x7fffffffu)
+        return Status::invalid_param;
+    WrRec r;
+    r.wr_id = wr_id;
+    r.op = OpKind::send;
+    r.wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    if (imm)
+        r.wr.imm_data = htonl(*imm);
+    if (total == 0) {
+        r.wr.num_sge = 0;
+    } else if (q->state == QpState::rts && total <= q->max_inline && iovcnt <= 4) {
+        int n = 0;
+        for (size_t i = 0; i < iovcnt; ++i) {
+            if (iov[i].iov_len)
+                r.sge[n++] = {reinterpret_cast<uintptr_t>(iov[i].iov_base), uint32_t(iov[i].iov_len), 0};
+        }
+        r.wr.num_sge = n;
+        r.wr.send_flags = IBV_SEND_INLINE;   // copied by ibv_post_send
+        ++st_.inline_sends;
+    } else {
+        if (Status s = stage_copy(r, iov, iovcnt, total); s != Status::ok)
+            return s;
+    }
+    return submit(*q, std::move(r));
+}
+
+Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
+                              uint64_t remote_va, uint32_t rkey, bool copy) {
+    if (len > 0x7fffffffu || (len && !local))
+        return Status::invalid_param;
+    std::lock_guard lk(mu_);
+    VQp* q;
+    if (Status s = admit(qpn, q); s != Status::ok)
+        return s;
+    WrRec r;
+    r.wr_id = wr_id;
+    r.op = OpKind::write;
+    r.wr.opcode = IBV_WR_RDMA_WRITE;
+    r.wr.wr.rdma.remote_addr = remote_va;
+    r.wr.wr.rdma.rkey = rkey;
+    Status s = Status::ok;
+    if (len == 0) {
+        r.wr.num_sge = 0;
+    } else if (q->state == QpState::rts && len <= q->max_inline) {
+        r.sge[0] = {reinterpret_cast<uintptr_t>(local), uint32_t(len), 0};
+        r.wr.num_sge = 1;
+        r.wr.send_flags = IBV_SEND_INLINE;
+        ++st_.inline_sends;
+    } else if (copy) {
+        const iovec one{const_cast<void*>(local), len};
+        s = stage_copy(r, &one, 1, len);
+    } else {
+        s = stage_local(r, const_cast<void*>(local), len, false);
+    }
+    if (s != Status::ok)
+        return s;
+    return submit(*q, std::move(r));
+}
+
+Status DeviceImpl::post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
+                             uint64_t remote_va, uint32_t rkey) {
+    if (len > 0x7fffffffu || (len && !local))
+        return Status::invalid_param;
+    std::lock_guard lk(mu_);
+    VQp* q;
+    if (Status s = admit(qpn, q); s != Status::ok)
+        return s;
+    WrRec r;
+    r.wr_id = wr_id;
+    r.op = OpKind::read;
+    r.wr.opcode = IBV_WR_RDMA_READ;
+    r.wr.wr.rdma.remote_addr = remote_va;
+    r.wr.wr.rdma.rkey = rkey;
+    if (len) {
+        if (Status s = stage_local(r, local, len, true); s != Status::ok)
+            return s;
+    }
+    return submit(*q, std::move(r));
+}
+
+Status DeviceImpl::post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                  uint64_t add, uint64_t* result) {
+    if (remote_va & 7)
+        return Status::invalid_param;
+    std::lock_guard lk(mu_);
+    if (dev_attr_.atomic_cap == IBV_ATOMIC_NONE)
+        return Status::unsupported;
+    VQp* q;
+    if (Status s = admit(qpn, q); s != Status::ok)
+        return s;
+    WrRec r;
+    r.wr_id = wr_id;
+    r.op = OpKind::fetch_add;
+    r.bounce = take_bounce();
+    if (r.bounce < 0)
+        return Status::no_resource;
+    r.result = result;
+    r.sge[0] = {reinterpret_cast<uintptr_t>(bounce_ptr(r.bounce)), 8, bounce_mr_->lkey};
+    r.wr.num_sge = 1;
+    r.wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    r.wr.wr.atomic.remote_addr = remote_va;
+    r.wr.wr.atomic.rkey = rkey;
+    r.wr.wr.atomic.compare_add = add;
+    return submit(*q, std::move(r));
+}
+
+Status DeviceImpl::post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                 uint64_t compare, uint64_t swap, uint64_t* result) {
+    if (remote_va & 7)
+        return Status::invalid_param;
+    std::lock_guard lk(mu_);
+    if (dev_attr_.atomic_cap == IBV_ATOMIC_NONE)
+        return Status::unsupported;
+    VQp* q;
+    if (Status s = admit(qpn, q); s != Status::ok)
+        return s;
+    WrRec r;
+    r.wr_id = wr_id;
+    r.op = OpKind::cmp_swap;
+    r.bounce = take_bounce();
+    if (r.bounce < 0)
+        return Status::no_resource;
+    r.result = result;
+    r.sge[0] = {reinterpret_cast<uintptr_t>(bounce_ptr(r.bounce)), 8, bounce_mr_->lkey};
+    r.wr.num_sge = 1;
+    r.wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    r.wr.wr.atomic.remote_addr = remote_va;
+    r.wr.wr.atomic.rkey = rkey;
+    r.wr.wr.atomic.compare_add = compare;
+    r.wr.wr.atomic.swap = swap;
+    return submit(*q, std::move(r));
+}
+
+// ---- progress
+
+void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
+    ++st_.send_cqes;
+    VQp* q = find_qp(wc.qp_num);
+    if (!q || (wc.wr_id >> 40) != (q->gen & gen_mask))
+        return;   // a QP destroyed since (its WRs were completed as canceled then)
+    const uint64_t seq = wc.wr_id & seq_mask;
+    const Status st = status_of(wc.status);
+    while (!q->sq.empty() && q->sq.front().posted && q->sq.front().seq <= seq) {
+        WrRec r = std::move(q->sq.front());
+        q->sq.pop_front();
+        --q->n_posted;
+        --total_wrs_;
+        if (r.internal)
+            --q->n_internal;
+        if (r.signaled)
+            --q->signaled_inflight;
+        finish(*q, r, r.seq == seq ? st : Status::ok);
+    }
+    if (wc.status != IBV_WC_SUCCESS) {
+        if (q->state != QpState::error && wc.status != IBV_WC_WR_FLUSH_ERR) {
+            ++st_.wr_errors;
+            ROCE_WARN("verbs: QP %u: work request failed: %s (%s); the QP is in error", q->qpn,
+                      ibv_wc_status_str(wc.status), std::string(to_string(st)).c_str());
+        }
+        if (q->state != QpState::error)
+            fail_qp(*q, Status::canceled);
+    }
+}
+
+unsigned DeviceImpl::poll_cqs() {
+    const uint64_t before = events_;
+    ibv_wc wc[32];
+    int n;
+    do {
+        n = ibv_poll_cq(send_cq_.get(), 32, wc);
+        if (n > 0 && send_armed_)
+            send_maybe_ev_ = true;
+        for (int i = 0; i < n; ++i)
+            handle_send_wc(wc[i]);
+    } while (n == 32);
+    do {
+        n = ibv_poll_cq(recv_cq_.get(), 32, wc);
+        if (n > 0 && recv_armed_)
+            recv_maybe_ev_ = true;
+        for (int i = 0; i < n; ++i) {
+            ++st_.recv_cqes;
+            const uint32_t idx = uint32_t(wc[i].wr_id);
+            if (wc[i].status != IBV_WC_SUCCESS || !(wc[i].opcode & IBV_WC_RECV)) {
+                if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                    ++st_.recv_errors;
+                    ROCE_WARN("verbs: QP %u: receive failed: %s", wc[i].qp_num, ibv_wc_status_str(wc[i].status));
+                }
+                repost_recv(idx);
+                continue;
+            }
+            const bool imm = wc[i].wc_flags & IBV_WC_WITH_IMM;
+            rq_.push_back({idx, wc[i].byte_len, wc[i].qp_num, imm, imm ? ntohl(wc[i].imm_data) : 0});
+            ++st_.recv_messages;
+            ++events_;
+        }
+    } while (n == 32);
+    return unsigned(events_ - before);
+}
+
+unsigned DeviceImpl::progress() {
+    std::lock_guard lk(mu_);
+    if (notified_.exchange(false, std::memory_order_acquire)) {
+        uint64_t v;
+        (void)!read(notify_fd_.get(), &v, sizeof(v));
+    }
+    poll_cqs();
+    // Consume completion-channel events (the fd is non-blocking) only when one may be queued: a
+    // CQE came while the CQ was armed. Keeps the common path free of syscalls.
+    if (send_maybe_ev_ || recv_maybe_ev_) {
+        ibv_cq* cq;
+        void* ctx;
+        unsigned ns = 0, nr = 0;
+        while (ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0)
+            (cq == send_cq_.get() ? ns : nr)++;
+        if (ns) {
+            ibv_ack_cq_events(send_cq_.get(), ns);
+            send_armed_ = send_maybe_ev_ = false;
+        }
+        if (nr) {
+            ibv_ack_cq_events(recv_cq_.get(), nr);
+            recv_armed_ = recv_maybe_ev_ = false;
+        }
+    }
+    // Unsignaled tails of QPs the caller stopped posting on.
+    for (size_t i = 0; i < tails_.size();) {
+        VQp* q = find_qp(tails_[i]);
+        if (!q || q->unsignaled_run == 0 || q->state != QpState::rts) {
+            tails_[i] = tails_.back();
+            tails_.pop_back();
+            continue;
+        }
+        if (q->posted_since_progress) {
+            q->posted_since_progress = false;
+            ++i;
+            continue;
+        }
+        reclaim_tail(*q);
+        if (q->unsignaled_run == 0) {
+            tails_[i] = tails_.back();
+            tails_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    // Arm for event_fd, then poll again: a completion that raced the arm is not lost.
+    bool again = false;
+    if (events_wanted_.load(std::memory_order_relaxed)) {
+        if (!send_armed_)
+            again |= send_armed_ = ibv_req_notify_cq(send_cq_.get(), 0) == 0;
+        if (!recv_armed_)
+            again |= recv_armed_ = ibv_req_notify_cq(recv_cq_.get(), 0) == 0;
+    }
+    if (again)
+        poll_cqs();
+    const unsigned n = unsigned(events_ - events_reported_);
+    events_reported_ = events_;
+    return n;
+}
+
+size_t DeviceImpl::poll_completions(Completion* out, size_t max) {
+    std::lock_guard lk(mu_);
+    size_t n = 0;
+    while (n < max && !cq_.empty()) {
+        out[n++] = cq_.front();
+        cq_.pop_front();
+    }
+    return n;
+}
+
+size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) {
+    std::lock_guard lk(mu_);
+    size_t n = 0;
+    while (n < max && !rq_.empty()) {
+        const RecvEntry e = rq_.front();
+        rq_.pop_front();
+        struct Repost {
+            DeviceImpl* d;
+            uint32_t idx;
+            ~Repost() { d->repost_recv(idx); }
+        } repost{this, e.idx};
+        RecvMessage m{e.qpn, recv_buf_.get() + size_t(e.idx) * cfg_.max_recv_msg, e.len, e.has_imm, e.imm};
+        ++n;
+        fn(m);
+    }
+    return n;
+}
+
+} // namespace roce::verbs

@@ -1,0 +1,149 @@
+// Verbs device backend: the operations of sw/device.hpp (the contract the UCX glue calls) over a
+// real RDMA device through libibverbs, with connections set up by librdmacm, so rc_roce runs on an
+// HCA or on kernel soft-RoCE (rdma_rxe) with the same semantics as on the userspace device.
+//
+// It knows nothing of UCX. The value types (WireAddr, MrKeys, Completion, RecvMessage, OpKind,
+// QpState, Access) are the userspace device's own, so glue code can be written once for both.
+//
+// Differences from sw::Device (the rest is identical, see sw/device.hpp):
+//   * Pd::open(device name) instead of Pd::create(): a protection domain belongs to one RDMA
+//     device. Device::open takes the device name and port in DeviceConfig; pd may be null (the
+//     device then opens its own).
+//   * address(): the IP of the GID we select (gid_choice.hpp) + the TCP-space port of the device's
+//     rdma_cm listener (ephemeral unless cm_port is set). A connection needs only that.
+//   * Local buffers of zero-copy operations (post_write with copy=false, post_read) are found by
+//     address among the Pd's registered regions (no lkey parameter). An unregistered buffer still
+//     works: it is registered for the operation and deregistered at its completion (slow path,
+//     counted in stats().temp_regs).
+//   * A remote error (remote_access, remote_invalid, timeout) completes the failing operation with
+//     that status and the QP's later operations with canceled (verbs flush semantics); the
+//     userspace device reports the same status for all of them.
+//   * Passive target needs no progress thread: the HCA answers RDMA READ/WRITE/atomics, receive
+//     buffers are pre-posted on a shared receive queue. A background thread serves only rdma_cm
+//     (accepting connections, disconnects), so a process computing outside MPI still accepts.
+//   * stats() returns verbs::DeviceStats (different counters; packets are the HCA's business).
+//   * Fault injection, GSO/GRO, ack_coalesce, retransmit timers are the HCA's: not configurable.
+//
+// UD (for a UD transport on verbs): verbs/ud.hpp, UdQp, not part of the sw::Device contract.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <sys/uio.h>
+
+#include "common/status.hpp"
+#include "sw/device.hpp"
+
+namespace roce::verbs {
+
+using sw::Access;
+using sw::access_all;
+using sw::access_local_write;
+using sw::access_remote_atomic;
+using sw::access_remote_read;
+using sw::access_remote_write;
+using sw::Completion;
+using sw::MrKeys;
+using sw::OpKind;
+using sw::QpState;
+using sw::RecvMessage;
+using sw::WireAddr;
+
+struct DeviceConfig {
+    std::string dev_name = "rxe0";     // RDMA device (ibv_get_device_name)
+    uint8_t port = 1;                  // its port
+    int gid_index = -1;                // -1: our selection (first RoCE v2 IPv4 GID); else this index
+    uint16_t cm_port = 0;              // rdma_cm listener port; 0 = ephemeral
+    uint32_t mtu = 4096;               // cap on the path MTU (the route's active MTU may be lower)
+    uint32_t sq_depth = 256;           // outstanding work requests per QP before no_resource
+    uint32_t max_rd_atomic = 16;       // outstanding READ/atomic per QP (clamped to the device)
+    uint32_t retry_count = 7;          // transport retries (IB: 0..7)
+    uint32_t rnr_retry = 7;            // 7 = infinite, as in IB
+    uint8_t ack_timeout = 14;          // local ACK timeout, 4.096 us * 2^n (14: ~67 ms)
+    uint8_t min_rnr_timer = 12;        // responder's RNR NAK timer code (12: 0.64 ms)
+    uint32_t max_recv_msg = 65536;     // largest SEND message (size of each receive buffer)
+    uint32_t recv_buffers = 128;       // receive buffers pre-posted on the shared receive queue
+    uint32_t max_inline = 128;         // SENDs/WRITEs up to this size go inline (if the QP allows)
+    uint32_t signal_every = 64;        // completion moderation: unsignaled WRs between signaled ones
+    uint32_t bounce_slots = 512;       // registered bounce buffers for copy semantics
+    uint32_t bounce_size = 16384;      // bytes each (bigger copies register a temporary buffer)
+    uint32_t cq_size = 8192;           // send CQ entries = cap on WRs in flight over all QPs
+    uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
+    uint8_t traffic_class = 0;         // IP TOS byte of the connection's route
+};
+
+struct DeviceStats {
+    uint64_t sends, writes, reads, atomics;          // posted work requests
+    uint64_t inline_sends, bounce_copies, temp_regs; // how the payload was handed over
+    uint64_t signaled, unsignaled;                   // completion moderation
+    uint64_t send_cqes, recv_cqes, recv_messages, recv_errors;
+    uint64_t cm_connects, cm_established, cm_accepted, cm_rejected, cm_errors, cm_disconnects;
+    uint64_t wr_errors;                              // error completions other than flushes
+    uint64_t passive_freed;                          // passive QPs freed after their peer left
+};
+
+class Pd {
+public:
+    virtual ~Pd() = default;
+    // Opens the named RDMA device (through librdmacm's device list, so rdma_cm ids and our QPs
+    // share one ibv_context) and allocates a protection domain. Errors: no_device (no such device,
+    // or no RDMA at all; logged with the reason), io_error.
+    static Status open(const std::string& dev_name, std::shared_ptr<Pd>& out);
+    virtual const std::string& dev_name() const = 0;
+    // Same contract as sw::Pd. rkeys come from the HCA (ibv_reg_mr).
+    virtual Status reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) = 0;
+    virtual Status dereg_mr(uint32_t lkey) = 0;
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+
+    // Opens cfg.dev_name/cfg.port, selects the local GID (its IP becomes the device address),
+    // starts the rdma_cm listener. pd: a Pd of the same device, or null (opens one).
+    // Errors: no_device (device absent, port down or without a usable RoCE GID), invalid_param,
+    // io_error.
+    static Status open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out);
+
+    virtual const WireAddr& address() const = 0;
+    virtual const DeviceConfig& config() const = 0;
+    virtual DeviceStats stats() const = 0;
+    virtual Pd& pd() const = 0;
+
+    // --- queue pairs: same contract as sw::Device. QPNs are the HCA's.
+    virtual Status create_qp(uint32_t& qpn) = 0;
+    // rdma_cm to peer's IP + listener port; operations posted meanwhile are queued and go out
+    // when the connection is established. Rejected (nobody listens) -> QP error, queued ops
+    // complete with unreachable; resolution/CM timeout -> timeout.
+    virtual Status connect_qp(uint32_t qpn, const WireAddr& peer) = 0;
+    virtual Status destroy_qp(uint32_t qpn) = 0;
+    virtual QpState qp_state(uint32_t qpn) const = 0;
+
+    // --- work requests: same contract as sw::Device.
+    virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                             const uint32_t* imm = nullptr) = 0;
+    virtual Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
+                              uint64_t remote_va, uint32_t rkey, bool copy) = 0;
+    virtual Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
+                             uint64_t remote_va, uint32_t rkey) = 0;
+    virtual Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                  uint64_t add, uint64_t* result) = 0;
+    virtual Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                 uint64_t compare, uint64_t swap, uint64_t* result) = 0;
+    virtual size_t outstanding(uint32_t qpn) const = 0;
+
+    // --- progress (owner thread): polls the CQs, re-arms them for event_fd.
+    virtual unsigned progress() = 0;
+    virtual size_t poll_completions(Completion* out, size_t max) = 0;
+    // Receive buffers are reposted after fn returns.
+    virtual size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) = 0;
+    // epoll fd over the completion channel and the CM thread's notify eventfd. The CQs are armed
+    // (ibv_req_notify_cq) by progress() only once event_fd() has been called: call progress() after
+    // event_fd() and before waiting (UCX's event_arm does).
+    virtual int event_fd() const = 0;
+};
+
+} // namespace roce::verbs

@@ -1,0 +1,194 @@
+// verbs::Device implementation, one file per part:
+//   device.cpp    open/close, QP table, posting (inline / bounce / registered / temporary MR),
+//                 completion moderation, progress (CQ polling, event fd), receive buffers
+//   cm.cpp        rdma_cm: listener, active connect (resolve addr/route -> REQ -> RTR/RTS ->
+//                 establish), passive accept (QP created on the request), disconnects, the CM thread
+//   pd.cpp, gid_choice.cpp: protection domain + MR table; local GID selection
+//   ud.cpp        UdQp (ud.hpp): UD datagrams with GRH handling, independent of Device
+// Locking: one recursive mutex per device (every public method and the CM thread take it).
+// QPs are created by us (ibv_create_qp on our PD/CQs/SRQ) and moved through INIT/RTR/RTS with the
+// attributes rdma_init_qp_attr derives from the rdma_cm id (path, GID, PSNs, negotiated depths).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "verbs/device.hpp"
+#include "verbs/gid_choice.hpp"
+#include "verbs/pd_impl.hpp"
+#include "verbs/raii.hpp"
+
+namespace roce::verbs {
+
+// Private data of our connection requests (rdma_cm carries it in the CM REQ).
+struct ConnPriv {
+    uint32_t magic;     // 'RVB1'
+    uint32_t version;
+};
+inline constexpr uint32_t conn_magic = 0x52564231u;
+
+// One work request as the device tracks it from post to completion.
+struct WrRec {
+    uint64_t seq = 0;
+    uint64_t wr_id = 0;          // the caller's (0: no completion)
+    OpKind op = OpKind::send;
+    bool internal = false;       // our zero-length signaled WRITE that reclaims an unsignaled tail
+    int bounce = -1;             // bounce slot used for the payload / READ landing / atomic result
+    MrPtr temp_mr;               // temporary registration (unregistered or oversized buffer)
+    std::unique_ptr<uint8_t[]> temp_buf;
+    void* copy_out = nullptr;    // READ via bounce: copy here on success
+    size_t copy_len = 0;
+    uint64_t* result = nullptr;  // atomic: original value goes here on success
+    // Work request as built; posted when the QP reaches RTS (pending while connecting).
+    ibv_send_wr wr{};
+    ibv_sge sge[4]{};
+    bool posted = false;
+    bool signaled = false;
+};
+
+struct VQp {
+    uint32_t qpn = 0;
+    uint64_t gen = 0;            // ibv wr_id = gen << 40 | seq: stale CQEs of a reused QPN are dropped
+    QpPtr qp;
+    CmIdPtr id;
+    uint64_t token = 0;          // rdma_cm id context
+    bool passive = false;
+    QpState state = QpState::reset;
+    WireAddr peer{};
+    uint64_t connect_deadline_ns = 0;
+    std::deque<WrRec> sq;        // posted ones first, then pending ones
+    size_t n_posted = 0;
+    size_t n_internal = 0;
+    uint64_t next_seq = 1;
+    uint32_t unsignaled_run = 0; // posted unsignaled WRs after the last signaled one
+    uint32_t signaled_inflight = 0;   // posted signaled WRs not completed yet
+    bool posted_since_progress = false;
+    uint32_t max_inline = 0;
+};
+
+class DeviceImpl final : public Device {
+public:
+    DeviceImpl(const DeviceConfig& cfg, std::shared_ptr<PdImpl> pd);
+    ~DeviceImpl() override;
+    Status init();
+
+    const WireAddr& address() const override { return addr_; }
+    const DeviceConfig& config() const override { return cfg_; }
+    DeviceStats stats() const override;
+    Pd& pd() const override { return *pd_; }
+
+    Status create_qp(uint32_t& qpn) override;
+    Status connect_qp(uint32_t qpn, const WireAddr& peer) override;
+    Status destroy_qp(uint32_t qpn) override;
+    QpState qp_state(uint32_t qpn) const override;
+
+    Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                     const uint32_t* imm) override;
+    Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
+                      uint64_t remote_va, uint32_t rkey, bool copy) override;
+    Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len, uint64_t remote_va,
+                     uint32_t rkey) override;
+    Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                          uint64_t add, uint64_t* result) override;
+    Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                         uint64_t compare, uint64_t swap, uint64_t* result) override;
+    size_t outstanding(uint32_t qpn) const override;
+
+    unsigned progress() override;
+    size_t poll_completions(Completion* out, size_t max) override;
+    size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
+    // Arming the CQs costs syscalls per completion: done only once somebody asked for the fd.
+    int event_fd() const override {
+        events_wanted_.store(true, std::memory_order_relaxed);
+        return epoll_fd_.get();
+    }
+
+    // ---- internals (mu_ held)
+    VQp* find_qp(uint32_t qpn);
+    Status new_ibv_qp(VQp& q);
+    Status admit(uint32_t qpn, VQp*& q);   // checks before a post
+    Status submit(VQp& q, WrRec&& r);      // queue, and post if RTS
+    bool post_hw(VQp& q, WrRec& r);        // one WR to the HCA
+    void post_pending(VQp& q);
+    void reclaim_tail(VQp& q);             // signaled zero-length WRITE after an unsignaled tail
+    int take_bounce();
+    uint8_t* bounce_ptr(int slot) { return bounce_buf_.get() + size_t(slot) * cfg_.bounce_size; }
+    Status stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total);
+    Status stage_local(WrRec& r, void* local, size_t len, bool write_to_local);
+    void finish(VQp& q, WrRec& r, Status st);   // resources, result, user completion
+    void fail_qp(VQp& q, Status st);   // QP -> error: pending WRs complete with st; posted ones flush
+    void release_qp(VQp& q, Status st);          // destroy HW QP, complete everything with st
+    void erase_qp(uint32_t qpn);
+    unsigned poll_cqs();
+    void handle_send_wc(const ibv_wc& wc);
+    void notify();
+    void repost_recv(uint32_t idx);
+
+    // cm.cpp
+    Status cm_init();
+    void cm_thread_main();
+    void cm_handle(int type, int status, uint64_t token, rdma_cm_id* id, const void* priv,
+                   size_t priv_len, uint8_t resp_res, uint8_t init_depth);
+    void cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, uint8_t resp_res,
+                   uint8_t init_depth);
+    bool cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quiet = false);
+    void cm_fail_connect(VQp& q, Status st, const char* why);
+    void cm_deadlines();
+    VQp* find_token(uint64_t token);
+
+    DeviceConfig cfg_;
+    std::shared_ptr<PdImpl> pd_;
+    GidChoice gid_{};
+    WireAddr addr_{};
+    ibv_device_attr dev_attr_{};
+    ibv_port_attr port_attr_{};
+    mutable std::recursive_mutex mu_;
+    DeviceStats st_{};
+
+    CompChannelPtr channel_;
+    CqPtr send_cq_, recv_cq_;
+    SrqPtr srq_;
+    std::unique_ptr<uint8_t[]> recv_buf_;
+    MrPtr recv_mr_;
+    std::unique_ptr<uint8_t[]> bounce_buf_;
+    MrPtr bounce_mr_;
+    std::vector<int> bounce_free_;
+    uint32_t signal_every_ = 1;
+
+    std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;
+    std::unordered_map<uint64_t, uint32_t> tokens_;   // rdma_cm id context -> qpn
+    uint64_t next_token_ = 2;                          // 1 = the listener
+    uint64_t next_gen_ = 1;
+    size_t total_wrs_ = 0;                             // over all QPs (bounded by the send CQ)
+    std::vector<uint32_t> tails_;                      // QPs that may have an unsignaled tail
+
+    std::deque<Completion> cq_;
+    struct RecvEntry {
+        uint32_t idx, len, qpn;
+        bool has_imm;
+        uint32_t imm;
+    };
+    std::deque<RecvEntry> rq_;
+    uint64_t events_ = 0;          // completions + messages produced (also by the CM thread)
+    uint64_t events_reported_ = 0; // ... of which progress() has reported
+    bool send_armed_ = false, recv_armed_ = false;
+    bool send_maybe_ev_ = false, recv_maybe_ev_ = false;   // a CQE came while armed: an event may be queued
+    std::atomic<bool> notified_{false};
+    mutable std::atomic<bool> events_wanted_{false};
+
+    // rdma_cm
+    EventChannelPtr cm_channel_;
+    CmIdPtr listen_id_;
+    std::thread cm_thread_;
+    Fd wake_fd_;   // eventfd: wakes the CM thread (stop, new deadline)
+    Fd notify_fd_;
+    Fd epoll_fd_;
+    std::atomic<bool> stop_{false};
+};
+
+uint64_t now_ns();
+
+} // namespace roce::verbs

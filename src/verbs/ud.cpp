@@ -1,0 +1,304 @@
+#include "verbs/ud.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.hpp"
+#include "verbs/pd_impl.hpp"
+#include "verbs/raii.hpp"
+
+namespace roce::verbs {
+
+namespace {
+constexpr size_t grh_bytes = 40;
+constexpr uint64_t recv_tag = uint64_t(1) << 63;
+
+class UdQpImpl final : public UdQp {
+public:
+    UdQpImpl(const UdConfig& cfg, std::shared_ptr<PdImpl> pd) : cfg_(cfg), pd_(std::move(pd)) {}
+    Status init();
+    uint32_t qpn() const override { return qp_->qp_num; }
+    const GidChoice& gid() const override { return gid_; }
+    UdDest address() const override {
+        UdDest d;
+        std::memcpy(d.gid, gid_.gid, 16);
+        d.qpn = qp_->qp_num;
+        return d;
+    }
+    uint32_t max_msg() const override { return mtu_; }
+    Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
+                     const uint32_t* imm) override;
+    unsigned progress() override;
+    size_t poll_completions(Completion* out, size_t max) override;
+    size_t poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) override;
+
+private:
+    ibv_ah* ah_for(const uint8_t* gid);
+    void repost(uint32_t idx);
+    uint8_t* rbuf(uint32_t idx) { return recv_buf_.get() + size_t(idx) * (grh_bytes + mtu_); }
+
+    UdConfig cfg_;
+    std::shared_ptr<PdImpl> pd_;
+    GidChoice gid_;
+    uint32_t mtu_ = 0;
+    std::recursive_mutex mu_;
+    CqPtr cq_;
+    QpPtr qp_;
+    std::unique_ptr<uint8_t[]> recv_buf_, send_buf_;
+    MrPtr recv_mr_, send_mr_;
+    std::vector<uint32_t> free_slots_;
+    std::vector<uint64_t> slot_wr_id_;
+    std::map<std::array<uint8_t, 16>, AhPtr> ahs_;
+    std::deque<Completion> comps_;
+    struct Rx {
+        uint32_t idx, len, src_qp;
+        bool has_imm;
+        uint32_t imm;
+    };
+    std::deque<Rx> rq_;
+    uint64_t events_ = 0;
+};
+
+Status UdQpImpl::init() {
+    ibv_context* ctx = pd_->ctx();
+    const char* name = cfg_.dev_name.c_str();
+    ibv_port_attr pa{};
+    if (ibv_query_port(ctx, cfg_.port, &pa) != 0 || pa.state != IBV_PORT_ACTIVE) {
+        ROCE_ERROR("verbs: UD: %s port %u absent or not active", name, unsigned(cfg_.port));
+        return Status::no_device;
+    }
+    mtu_ = 128u << pa.active_mtu;
+    if (Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_); s != Status::ok)
+        return s;
+    cq_.reset(ibv_create_cq(ctx, int(cfg_.sq_depth + cfg_.recv_buffers + 16), nullptr, nullptr, 0));
+    if (!cq_) {
+        ROCE_ERROR("verbs: UD: %s: ibv_create_cq failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = cq_.get();
+    ia.qp_type = IBV_QPT_UD;
+    ia.cap.max_send_wr = cfg_.sq_depth;
+    ia.cap.max_recv_wr = cfg_.recv_buffers;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    qp_.reset(ibv_create_qp(pd_->pd(), &ia));
+    if (!qp_) {
+        ROCE_ERROR("verbs: UD: %s: ibv_create_qp failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = cfg_.port;
+    a.qkey = cfg_.qkey;
+    int rc = ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    if (rc == 0) {
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        rc = ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE);
+    }
+    if (rc == 0) {
+        a = {};
+        a.qp_state = IBV_QPS_RTS;
+        a.sq_psn = 0;
+        rc = ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+    if (rc != 0) {
+        ROCE_ERROR("verbs: UD: %s: QP to RTS failed: %s", name, std::strerror(rc));
+        return Status::io_error;
+    }
+    const size_t rbytes = size_t(cfg_.recv_buffers) * (grh_bytes + mtu_);
+    const size_t sbytes = size_t(cfg_.sq_depth) * mtu_;
+    recv_buf_.reset(new (std::nothrow) uint8_t[rbytes]);
+    send_buf_.reset(new (std::nothrow) uint8_t[sbytes]);
+    if (!recv_buf_ || !send_buf_)
+        return Status::no_resource;
+    recv_mr_.reset(ibv_reg_mr(pd_->pd(), recv_buf_.get(), rbytes, IBV_ACCESS_LOCAL_WRITE));
+    send_mr_.reset(ibv_reg_mr(pd_->pd(), send_buf_.get(), sbytes, IBV_ACCESS_LOCAL_WRITE));
+    if (!recv_mr_ || !send_mr_) {
+        ROCE_ERROR("verbs: UD: %s: ibv_reg_mr failed: %s", name, std::strerror(errno));
+        return Status::no_resource;
+    }
+    slot_wr_id_.resize(cfg_.sq_depth);
+    for (uint32_t i = cfg_.sq_depth; i-- > 0;)
+        free_slots_.push_back(i);
+    for (uint32_t i = 0; i < cfg_.recv_buffers; ++i)
+        repost(i);
+    return Status::ok;
+}
+
+void UdQpImpl::repost(uint32_t idx) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(rbuf(idx)), uint32_t(grh_bytes + mtu_), recv_mr_->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = recv_tag | idx;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad;
+    if (const int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0)
+        ROCE_ERROR("verbs: UD QP %u: ibv_post_recv failed: %s", qp_->qp_num, std::strerror(rc));
+}
+
+ibv_ah* UdQpImpl::ah_for(const uint8_t* gid) {
+    std::array<uint8_t, 16> k;
+    std::memcpy(k.data(), gid, 16);
+    auto it = ahs_.find(k);
+    if (it != ahs_.end())
+        return it->second.get();
+    ibv_ah_attr a{};
+    a.is_global = 1;
+    std::memcpy(a.grh.dgid.raw, gid, 16);
+    a.grh.sgid_index = uint8_t(gid_.index);
+    a.grh.hop_limit = cfg_.hop_limit;
+    a.grh.traffic_class = cfg_.traffic_class;
+    a.port_num = cfg_.port;
+    AhPtr ah(ibv_create_ah(pd_->pd(), &a));
+    if (!ah) {
+        ROCE_WARN("verbs: UD QP %u: ibv_create_ah failed: %s", qp_->qp_num, std::strerror(errno));
+        return nullptr;
+    }
+    return ahs_.emplace(k, std::move(ah)).first->second.get();
+}
+
+Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
+                           const uint32_t* imm) {
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i)
+        total += iov[i].iov_len;
+    if (total > mtu_ || dest.qpn == 0 || dest.qpn > 0xffffff)
+        return Status::invalid_param;
+    std::lock_guard lk(mu_);
+    if (free_slots_.empty())
+        return Status::no_resource;
+    ibv_ah* ah = ah_for(dest.gid);
+    if (!ah)
+        return Status::unreachable;
+    const uint32_t slot = free_slots_.back();
+    uint8_t* buf = send_buf_.get() + size_t(slot) * mtu_;
+    size_t off = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len)
+            std::memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), uint32_t(total), send_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = slot;
+    wr.sg_list = total ? &sge : nullptr;
+    wr.num_sge = total ? 1 : 0;
+    wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    if (imm)
+        wr.imm_data = htonl(*imm);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = dest.qpn;
+    wr.wr.ud.remote_qkey = cfg_.qkey;
+    ibv_send_wr* bad;
+    if (const int rc = ibv_post_send(qp_.get(), &wr, &bad); rc != 0) {
+        ROCE_WARN("verbs: UD QP %u: ibv_post_send failed: %s", qp_->qp_num, std::strerror(rc));
+        return Status::no_resource;
+    }
+    free_slots_.pop_back();
+    slot_wr_id_[slot] = wr_id;
+    return Status::ok;
+}
+
+unsigned UdQpImpl::progress() {
+    std::lock_guard lk(mu_);
+    const uint64_t before = events_;
+    ibv_wc wc[32];
+    int n;
+    do {
+        n = ibv_poll_cq(cq_.get(), 32, wc);
+        for (int i = 0; i < n; ++i) {
+            const ibv_wc& w = wc[i];
+            if (w.wr_id & recv_tag) {
+                const uint32_t idx = uint32_t(w.wr_id & ~recv_tag);
+                if (w.status != IBV_WC_SUCCESS || w.byte_len < grh_bytes) {
+                    if (w.status != IBV_WC_WR_FLUSH_ERR)
+                        ROCE_WARN("verbs: UD QP %u: receive failed: %s", qp_->qp_num, ibv_wc_status_str(w.status));
+                    repost(idx);
+                    continue;
+                }
+                const bool has_imm = w.wc_flags & IBV_WC_WITH_IMM;
+                rq_.push_back({idx, uint32_t(w.byte_len - grh_bytes), w.src_qp, has_imm,
+                               has_imm ? ntohl(w.imm_data) : 0});
+                ++events_;
+            } else {
+                const uint32_t slot = uint32_t(w.wr_id);
+                if (slot_wr_id_[slot] != 0) {
+                    comps_.push_back({slot_wr_id_[slot], qp_->qp_num, OpKind::send,
+                                      w.status == IBV_WC_SUCCESS ? Status::ok : Status::io_error});
+                    ++events_;
+                }
+                free_slots_.push_back(slot);
+            }
+        }
+    } while (n == 32);
+    return unsigned(events_ - before);
+}
+
+size_t UdQpImpl::poll_completions(Completion* out, size_t max) {
+    std::lock_guard lk(mu_);
+    size_t n = 0;
+    while (n < max && !comps_.empty()) {
+        out[n++] = comps_.front();
+        comps_.pop_front();
+    }
+    return n;
+}
+
+size_t UdQpImpl::poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) {
+    std::lock_guard lk(mu_);
+    size_t n = 0;
+    while (n < max && !rq_.empty()) {
+        const Rx r = rq_.front();
+        rq_.pop_front();
+        struct Repost {
+            UdQpImpl* q;
+            uint32_t idx;
+            ~Repost() { q->repost(idx); }
+        } rp{this, r.idx};
+        UdMessage m{};
+        ud_source_gid(rbuf(r.idx), m.src.gid);
+        m.src.qpn = r.src_qp;
+        m.data = rbuf(r.idx) + grh_bytes;
+        m.len = r.len;
+        m.has_imm = r.has_imm;
+        m.imm = r.imm;
+        ++n;
+        fn(m);
+    }
+    return n;
+}
+} // namespace
+
+void ud_source_gid(const uint8_t* g, uint8_t gid[16]) {
+    // RoCE v2 over IPv4: an IPv4 header (version 4, IHL 5) in bytes 20..39.
+    if (g[20] == 0x45) {
+        static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        std::memcpy(gid, prefix, 12);
+        std::memcpy(gid + 12, g + 20 + 12, 4);   // IPv4 source address
+        return;
+    }
+    std::memcpy(gid, g + 8, 16);   // GRH / IPv6 header: source GID at offset 8
+}
+
+Status UdQp::open(const UdConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<UdQp>& out) {
+    if (cfg.sq_depth == 0 || cfg.recv_buffers == 0 || cfg.port == 0)
+        return Status::invalid_param;
+    if (!pd) {
+        if (Status s = Pd::open(cfg.dev_name, pd); s != Status::ok)
+            return s;
+    }
+    auto pdi = std::dynamic_pointer_cast<PdImpl>(pd);
+    if (!pdi || pdi->dev_name() != cfg.dev_name)
+        return Status::invalid_param;
+    auto q = std::make_unique<UdQpImpl>(cfg, std::move(pdi));
+    if (Status s = q->init(); s != Status::ok)
+        return s;
+    out = std::move(q);
+    return Status::ok;
+}
+
+} // namespace roce::verbs

@@ -1,0 +1,72 @@
+// Unreliable datagram QP on a verbs device: the building block of a UD transport (ud_roce on
+// verbs). Independent of Device (own CQ, own receive queue); same conventions: copy semantics for
+// sends (bounce buffer), owner-thread progress, completions and received messages polled.
+//
+// GRH handling: every UD receive buffer starts with the 40-byte GRH area the HCA fills. On RoCE v2
+// over IPv4 it holds the IPv4 header in its last 20 bytes (the first 20 are undefined); on RoCE v2
+// over IPv6 (and v1) it is the GRH itself. The source GID of a message is taken from whichever it
+// is (IPv4 source -> ::ffff:a.b.c.d), the payload starts after the 40 bytes.
+// Address handles are created on first use per destination GID and cached.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <array>
+#include <deque>
+#include <vector>
+
+#include "verbs/device.hpp"
+#include "verbs/gid_choice.hpp"
+
+namespace roce::verbs {
+
+struct UdConfig {
+    std::string dev_name = "rxe0";
+    uint8_t port = 1;
+    int gid_index = -1;            // as DeviceConfig
+    uint32_t qkey = 0x1ee7a330;
+    uint32_t sq_depth = 256;
+    uint32_t recv_buffers = 256;
+    uint8_t traffic_class = 0;
+    uint8_t hop_limit = 64;
+};
+
+struct UdDest {
+    uint8_t gid[16] = {};
+    uint32_t qpn = 0;
+    bool operator==(const UdDest&) const = default;
+};
+
+struct UdMessage {
+    UdDest src;          // source GID (from the GRH / IPv4 header) and QPN
+    const uint8_t* data; // valid during the callback only
+    size_t len;
+    bool has_imm;
+    uint32_t imm;
+};
+
+class UdQp {
+public:
+    virtual ~UdQp() = default;
+    // Errors: no_device (no such device/port/GID), io_error, invalid_param.
+    static Status open(const UdConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<UdQp>& out);
+    virtual uint32_t qpn() const = 0;
+    virtual const GidChoice& gid() const = 0;
+    virtual UdDest address() const = 0;     // our GID + QPN
+    virtual uint32_t max_msg() const = 0;   // the port's active MTU
+    // Copies the payload before return. Errors: invalid_param (larger than max_msg),
+    // no_resource (send queue full).
+    virtual Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
+                             const uint32_t* imm = nullptr) = 0;
+    virtual unsigned progress() = 0;
+    virtual size_t poll_completions(Completion* out, size_t max) = 0;   // op = send
+    virtual size_t poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) = 0;
+};
+
+// Source GID of a received UD message from its 40-byte GRH area (see above).
+void ud_source_gid(const uint8_t* grh_area, uint8_t gid[16]);
+
+} // namespace roce::verbs
