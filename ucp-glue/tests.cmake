@@ -45,3 +45,7 @@ foreach(_t ${_ucp_tests})
   set_tests_properties(perftest.ucp.${_name} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240
                        ENVIRONMENT "UCX_TLS=rc_roce,self")
 endforeach()
+
+# The README's table of variables is generated from the config table compiled into the plugin.
+add_test(NAME docs.config_table_in_sync
+         COMMAND ${CMAKE_SOURCE_DIR}/cmake/sync-readme.sh $<TARGET_FILE:roce_config_doc> --check)
