@@ -1,5 +1,5 @@
 // Verbs backend on kernel soft-RoCE: two verbs::Devices on rxe0 in one process (loopback through
-// rxe), connected by rdma_cm. Skipped where rxe0 is absent, unless ROCE_REQUIRE_RXE=1 (the guest
+// rxe), connected by rdma_cm. Skipped where rxe0 is absent, unless ROCE_REQUIRE_RXE_DEVICE=1 (the guest
 // script cmake/rxe-guest/tests/verbs-backend.sh sets it).
 #include <arpa/inet.h>
 #include <atomic>
@@ -24,7 +24,7 @@ namespace {
 
 bool have_rxe() { return access("/sys/class/infiniband/rxe0", F_OK) == 0; }
 bool require_rxe() {
-    const char* e = std::getenv("ROCE_REQUIRE_RXE");
+    const char* e = std::getenv("ROCE_REQUIRE_RXE_DEVICE");
     return e && std::strcmp(e, "1") == 0;
 }
 
@@ -44,7 +44,7 @@ protected:
     void SetUp() override {
         if (!have_rxe()) {
             if (require_rxe())
-                FAIL() << "rxe0 absent but ROCE_REQUIRE_RXE=1";
+                FAIL() << "rxe0 absent but ROCE_REQUIRE_RXE_DEVICE=1";
             GTEST_SKIP() << "no rxe0 (runs in the rxe guest: cmake/rxe-guest/tests/verbs-backend.sh)";
         }
         ASSERT_EQ(verbs::Pd::open("rxe0", pd), Status::ok);

@@ -31,9 +31,9 @@ TEST(VerbsUdGrh, SourceGidFromIpv4AndIpv6Headers) {
 
 TEST(VerbsUd, DatagramsOnRxe) {
     if (access("/sys/class/infiniband/rxe0", F_OK) != 0) {
-        const char* e = std::getenv("ROCE_REQUIRE_RXE");
+        const char* e = std::getenv("ROCE_REQUIRE_RXE_DEVICE");
         if (e && std::strcmp(e, "1") == 0)
-            FAIL() << "rxe0 absent but ROCE_REQUIRE_RXE=1";
+            FAIL() << "rxe0 absent but ROCE_REQUIRE_RXE_DEVICE=1";
         GTEST_SKIP() << "no rxe0";
     }
     std::shared_ptr<verbs::Pd> pd;

@@ -162,7 +162,7 @@ if want mpi; then
             [ "$sz" -le 64 ] && small+=("$l")
             [ "$sz" = 8 ] && lat=$l
             [ "$sz" = "$max" ] && bw=${w[2]#bw_MBps=} ;;
-          "# mpi_pingpong: "*" mismatches") bad=${w[2]} ;;
+          "# mpi_pingpong: "*" mismatches") bad=${w[4]} ;;  # "# mpi_pingpong: <n> transfers, <m> mismatches"
         esac
       done < "$LOG"
       [ "$bad" = 0 ] || { fail_step "$name" "data mismatches: ${bad:-no summary line}"; return; }

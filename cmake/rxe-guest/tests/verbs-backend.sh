@@ -4,7 +4,7 @@
 #
 #   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/verbs-backend.sh [gtest filter]
 #
-# The binary: $ROCE_VERBS_TESTS, else $ROCE_BUILD_DIR/src/verbs/roce_verbs_tests. ROCE_REQUIRE_RXE=1
+# The binary: $ROCE_VERBS_TESTS, else $ROCE_BUILD_DIR/src/verbs/roce_verbs_tests. ROCE_REQUIRE_RXE_DEVICE=1
 # is set so that the rxe tests fail rather than skip. Exit 1 if the step failed.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,7 +14,7 @@ source "$here/lib.sh"
 BUILD=${ROCE_BUILD_DIR:-/work/main/build}
 BIN=${ROCE_VERBS_TESTS:-$BUILD/src/verbs/roce_verbs_tests}
 COUNTERS_DEV=rxe0
-export ROCE_REQUIRE_RXE=1
+export ROCE_REQUIRE_RXE_DEVICE=1
 # Default: the functional tests, then the figures as a step of their own (so that rxe0's counters,
 # e.g. retransmissions, are attributed to one or the other).
 filter=${1:-*:-*.Figures}
