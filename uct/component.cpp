@@ -17,7 +17,7 @@ namespace roce::uct {
 
 uct_component_t component = {
     .name = "roce",
-    .query_md_resources = uct_md_query_single_md_resource,
+    .query_md_resources = query_md_resources,
     .md_open = md_open,
     .cm_open = [](uct_component_t*, uct_worker_h, const uct_cm_config_t*, uct_cm_h*) noexcept {
         return UCS_ERR_UNSUPPORTED;

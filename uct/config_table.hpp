@@ -6,7 +6,8 @@
 //   field   member of roce::uct::IfaceConfig
 //   c_type  its C type; must match what the UCX parser of TYPE writes
 //   TYPE    UCS_CONFIG_TYPE_<TYPE> (UINT: unsigned, MEMUNITS: size_t, TIME: double seconds,
-//           DOUBLE: double, BOOL: int, ULONG: unsigned long, LOG_LEVEL: ucs_log_level_t enum)
+//           DOUBLE: double, BOOL: int, ULONG: unsigned long, LOG_LEVEL: ucs_log_level_t enum,
+//           ULUNITS: size_t, "auto" = UCS_ULUNITS_AUTO)
 #pragma once
 
 #define ROCE_IFACE_CONFIG(X)                                                                   \
@@ -56,6 +57,12 @@
       "ICRC check must drop the packet).")                                                     \
     X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
       "Seed of the fault-injection random generator (reproducible runs).")                     \
+    X(gid_index, size_t, "GID_INDEX", "auto", ULUNITS,                                         \
+      "Verbs devices (e.g. rxe0:1): GID table index of the local address; auto selects the "  \
+      "first RoCE v2 GID with an IPv4 address, else IPv6.")                                    \
+    X(verbs_ack_timeout, unsigned, "VERBS_ACK_TIMEOUT", "14", UINT,                            \
+      "Verbs devices: the HCA's local ACK timeout, 4.096 us * 2^N (0..31; 14 = 67 ms). The "   \
+      "HCA retransmits by itself, so TIMEOUT applies to the userspace device only.")          \
     X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
       "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
       "so UCX_LOG_LEVEL must allow them too.")

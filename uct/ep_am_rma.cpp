@@ -153,7 +153,7 @@ ucs_status_t ep_put_short(uct_ep_h tl_ep, const void* buffer, unsigned length,
         if (status != UCS_OK || length == 0) {
             return status;
         }
-        sw::Device& dev = *ep->iface->dev;
+        RcDevice& dev = *ep->iface->dev;
         return posted(ep, dev.post_write(ep->qpn, wr_id_untracked(ep), buffer, length,
                                          remote_addr, rkey32(rkey), true));
     })
@@ -200,7 +200,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, u
             op = std::make_unique<Op>();
             op->comp = comp;
         }
-        sw::Device& dev = *ep->iface->dev;
+        RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_write(ep->qpn, wr_id_for(ep, op.get()), buffer, length,
                                            remote_addr, rkey32(rkey), false));
         if (status != UCS_OK) {
@@ -233,7 +233,7 @@ ucs_status_t ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void*
         op->unpack_arg = arg;
         op->length = length;
         op->buffer.reset(new uint8_t[length]);
-        sw::Device& dev = *ep->iface->dev;
+        RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_read(ep->qpn, wr_id_for(ep, op.get()), op->buffer.get(),
                                           length, remote_addr, rkey32(rkey)));
         if (status != UCS_OK) {
@@ -264,7 +264,7 @@ ucs_status_t ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, u
             op = std::make_unique<Op>();
             op->comp = comp;
         }
-        sw::Device& dev = *ep->iface->dev;
+        RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_read(ep->qpn, wr_id_for(ep, op.get()), buffer, length,
                                           remote_addr, rkey32(rkey)));
         if (status != UCS_OK) {

@@ -83,7 +83,7 @@ ucs_status_t ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode, uint64_t value, u
             return status;
         }
         if (opcode == UCT_ATOMIC_OP_ADD) {
-            sw::Device& dev = *ep->iface->dev;
+            RcDevice& dev = *ep->iface->dev;
             return posted(ep, dev.post_fetch_add(ep->qpn, wr_id_untracked(ep), remote_addr,
                                                  rkey32(rkey), value, nullptr));
         }
@@ -113,7 +113,7 @@ ucs_status_t ep_atomic64_fetch(uct_ep_h tl_ep, unsigned opcode, uint64_t value, 
             op->comp = comp;
         }
         // The device stores the old value to *result before reporting the completion.
-        sw::Device& dev = *ep->iface->dev;
+        RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_fetch_add(ep->qpn, wr_id_for(ep, op.get()), remote_addr,
                                                rkey32(rkey), value, result));
         if (status != UCS_OK) {
@@ -140,7 +140,7 @@ ucs_status_t ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare, uint64_t swap,
             op = std::make_unique<Op>();
             op->comp = comp;
         }
-        sw::Device& dev = *ep->iface->dev;
+        RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_cmp_swap(ep->qpn, wr_id_for(ep, op.get()), remote_addr,
                                               rkey32(rkey), compare, swap, result));
         if (status != UCS_OK) {

@@ -30,7 +30,9 @@ extern "C" {
 
 #include "common/status.hpp"
 #include "config_table.hpp"
+#include "common/rc_device.hpp"
 #include "sw/device.hpp"
+#include "verbs/device.hpp"
 
 namespace roce::uct {
 
@@ -76,10 +78,18 @@ extern uct_tl_t tl;
 inline constexpr const char* component_name = "roce";
 inline constexpr const char* tl_name = "rc_roce";
 
+// An MD is either the userspace device's (name `roce`) or one RDMA device's (name
+// `roce_<device>`, e.g. roce_rxe0; its transport devices are that device's RoCE ports, rxe0:1).
+// Memory is registered with the backend's protection domain.
 struct Md {
     uct_md_t super;
-    std::shared_ptr<sw::Pd> pd;
+    std::string rdma_dev;                     // empty: the userspace device
+    std::shared_ptr<sw::Pd> sw_pd;            // one of these two is set
+    std::shared_ptr<verbs::Pd> verbs_pd;
+    RcPd* pd = nullptr;                       // the one that is set
+    bool is_verbs() const { return !rdma_dev.empty(); }
 };
+inline constexpr const char* verbs_md_prefix = "roce_";
 static_assert(std::is_standard_layout_v<Md>);
 
 struct Memh {
@@ -104,6 +114,8 @@ ucs_status_t rkey_unpack(uct_component_t* component, const void* rkey_buffer, uc
 ucs_status_t rkey_ptr(uct_component_t* component, uct_rkey_t rkey, void* handle, uint64_t raddr,
                       void** laddr_p) noexcept;
 ucs_status_t rkey_release(uct_component_t* component, uct_rkey_t rkey, void* handle) noexcept;
+ucs_status_t query_md_resources(uct_component_t* component, uct_md_resource_desc_t** resources_p,
+                                unsigned* num_resources_p) noexcept;
 
 // ---------------------------------------------------------------- addresses
 
@@ -117,6 +129,7 @@ enum : uint8_t {
     dev_addr_ipv6 = 1u << 0,
     dev_addr_loopback = 1u << 1,
     dev_addr_has_ns = 1u << 2,
+    dev_addr_verbs = 1u << 3,      // an RDMA device (rdma_cm port), not the userspace device
 };
 // Longest layout: IPv6 (not loopback) + host id; IPv4 loopback + host id + ns is 21 bytes.
 inline constexpr size_t dev_addr_max_len = 1 + 16 + sizeof(uint64_t);
@@ -195,7 +208,7 @@ struct StashedMessage {
 struct Iface {
     uct_base_iface_t super;
     Md* md = nullptr;
-    std::unique_ptr<sw::Device> dev;
+    std::unique_ptr<RcDevice> dev;
     std::string dev_name;
     uint8_t dev_addr[dev_addr_max_len] = {};
     size_t dev_addr_len = 0;
@@ -229,6 +242,11 @@ ucs_status_t query_tl_devices(uct_md_h md, uct_tl_device_resource_t** devices_p,
 ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t* params,
                         const uct_iface_config_t* config, uct_iface_h* iface_p) noexcept;
 unsigned iface_progress(uct_iface_h tl_iface) noexcept;
+// iface_verbs.cpp: rc_roce on an RDMA device's RoCE port (verbs backend).
+std::vector<std::string> verbs_tl_devices(const Md& md);
+// Opens iface.dev on tl_dev ("rxe0:1") and sets iface.mtu, sq_depth, max_msg.
+ucs_status_t open_verbs_device(const IfaceConfig& config, Md& md, const char* tl_dev, Iface& iface);
+void verbs_perf_estimate(const Iface& iface, uct_iface_attr_t* attr);
 // Peer's wire address from its device and interface addresses.
 sw::WireAddr peer_wire_addr(const uct_device_addr_t* dev_addr, const uct_iface_addr_t* iface_addr);
 

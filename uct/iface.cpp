@@ -1,5 +1,7 @@
-// Transport rc_roce: one roce::sw::Device (a UDP socket speaking RoCEv2) per interface, bound
-// to the address of a network device. Devices are the netdevs with an IPv4/IPv6 address.
+// Transport rc_roce: one RcDevice per interface. On the `roce` MD it is a roce::sw::Device (a UDP
+// socket speaking RoCEv2) bound to the address of a network device: the devices are the netdevs
+// with an IPv4/IPv6 address. On a `roce_<rdma device>` MD it is a roce::verbs::Device on one of
+// that device's RoCE ports (iface_verbs.cpp).
 #include "glue.hpp"
 
 #include <arpa/inet.h>
@@ -85,11 +87,11 @@ std::string ip_string(int family, const uint8_t* ip) {
 
 // ---------------------------------------------------------------- addresses
 
-size_t pack_dev_addr(const Netdev& d, uint8_t* out) {
+size_t pack_dev_addr(const Netdev& d, bool verbs, uint8_t* out) {
     uint8_t* p = out;
     uct_iface_local_addr_ns_t host{};
     uct_iface_get_local_address(&host, UCS_SYS_NS_TYPE_NET);
-    uint8_t flags = 0;
+    uint8_t flags = verbs ? dev_addr_verbs : 0;
     if (d.family == AF_INET6) flags |= dev_addr_ipv6;
     if (d.loopback) flags |= dev_addr_loopback;
     bool has_ns = d.loopback && (host.super.id & UCT_IFACE_LOCAL_ADDR_FLAG_NS);
@@ -162,6 +164,9 @@ int iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t* dev_
     const uint8_t mine = iface->dev_addr[0];
     if ((remote.flags & dev_addr_ipv6) != (mine & dev_addr_ipv6)) {
         return 0;   // the socket speaks one address family
+    }
+    if ((remote.flags & dev_addr_verbs) != (mine & dev_addr_verbs)) {
+        return 0;   // a UDP socket and an RDMA device do not talk to each other's ports
     }
     // Loopback reaches only loopback, and only on the same host and network namespace.
     if ((remote.flags & dev_addr_loopback) != (mine & dev_addr_loopback)) {
@@ -237,13 +242,17 @@ ucs_status_t iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexcept 
     attr->cap.atomic32.op_flags = atomic_op_flags;
     attr->cap.atomic32.fop_flags = atomic_fop_flags;
 
-    // Measured with ucx_perftest on loopback (2-core VM, device as of 2026-12-03): one-way AM
-    // latency ~5 us (the UDP ping-pong floor is 4.8 us); ~1 us of sender CPU per operation;
-    // 1.3-2.1 GB/s for large transfers (0.6 GB/s at 4 KiB).
-    attr->latency = ucs_linear_func_make(5e-6, 0);
-    attr->bandwidth.dedicated = 0;
-    attr->bandwidth.shared = 1.5e9;
-    attr->overhead = 1e-6;
+    if (iface->md->is_verbs()) {
+        verbs_perf_estimate(*iface, attr);
+    } else {
+        // Measured with ucx_perftest on loopback (2-core VM, device as of 2026-12-03): one-way
+        // AM latency ~5 us (the UDP ping-pong floor is 1.8-4.8 us); ~1 us of sender CPU per
+        // operation; 1.3-2.1 GB/s for large transfers (0.6 GB/s at 4 KiB).
+        attr->latency = ucs_linear_func_make(5e-6, 0);
+        attr->bandwidth.dedicated = 0;
+        attr->bandwidth.shared = 1.5e9;
+        attr->overhead = 1e-6;
+    }
     attr->priority = 0;
     return UCS_OK;
 }
@@ -272,7 +281,7 @@ void deliver_am(Iface* iface, uint32_t qpn, const uint8_t* msg, size_t len) {
 
 unsigned drain(Iface* iface) {
     unsigned count = 0;
-    sw::Device& dev = *iface->dev;
+    RcDevice& dev = *iface->dev;
 
     // Events event_arm took out of the device (older than anything still queued there).
     if (ucs_unlikely(!iface->comp_stash.empty() || !iface->recv_stash.empty())) {
@@ -348,7 +357,7 @@ ucs_status_t iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
             ep_actionable(iface)) {
             return UCS_ERR_BUSY;
         }
-        sw::Device& dev = *iface->dev;
+        RcDevice& dev = *iface->dev;
         dev.progress();
         size_t n;
         while ((n = dev.poll_completions(iface->comps.data(), iface->comps.size())) != 0) {
@@ -452,16 +461,8 @@ void iface_close(uct_iface_h tl_iface) noexcept {
         }
         ep_destroy_all(iface);
         if (ucs_log_is_enabled(UCS_LOG_LEVEL_DEBUG)) {
-            sw::DeviceStats st = iface->dev->stats();
-            ucs_debug("rc_roce: %s port %u stats: tx %" PRIu64 " pkts %" PRIu64 " B, rx %" PRIu64
-                      " pkts %" PRIu64 " B, retransmits %" PRIu64 ", duplicates %" PRIu64
-                      ", seq_errors %" PRIu64 ", naks %" PRIu64 "/%" PRIu64 ", rnr %" PRIu64
-                      ", timeouts %" PRIu64 ", icrc %" PRIu64 ", malformed %" PRIu64
-                      ", unknown_qp %" PRIu64,
-                      iface->dev_name.c_str(), iface->port, st.tx_packets, st.tx_bytes,
-                      st.rx_packets, st.rx_bytes, st.retransmits, st.duplicates, st.seq_errors,
-                      st.naks_sent, st.naks_received, st.rnr_naks, st.timeouts, st.icrc_errors,
-                      st.malformed, st.dropped_unknown_qp);
+            ucs_debug("rc_roce: %s port %u stats: %s", iface->dev_name.c_str(), iface->port,
+                      iface->dev->stats_text().c_str());
         }
         iface->dev.reset();
     } catch (...) {
@@ -572,23 +573,31 @@ sw::WireAddr peer_wire_addr(const uct_device_addr_t* dev_addr, const uct_iface_a
     return w;
 }
 
-ucs_status_t query_tl_devices(uct_md_h, uct_tl_device_resource_t** devices_p,
+ucs_status_t query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices_p,
                               unsigned* num_p) noexcept {
     ROCE_UCT_TRY("query_tl_devices", return _exc_status, {
-        std::vector<Netdev> netdevs = list_netdevs();
+        const Md* md = reinterpret_cast<const Md*>(tl_md);
+        std::vector<std::string> names;
+        if (md->is_verbs()) {
+            names = verbs_tl_devices(*md);
+        } else {
+            for (const Netdev& d : list_netdevs()) {
+                names.push_back(d.name);
+            }
+        }
         auto* devices = static_cast<uct_tl_device_resource_t*>(
-                ucs_calloc(std::max<size_t>(netdevs.size(), 1), sizeof(uct_tl_device_resource_t),
+                ucs_calloc(std::max<size_t>(names.size(), 1), sizeof(uct_tl_device_resource_t),
                            "rc_roce devices"));
         if (devices == nullptr) {
             return UCS_ERR_NO_MEMORY;
         }
-        for (size_t i = 0; i < netdevs.size(); ++i) {
-            ucs_strncpy_zero(devices[i].name, netdevs[i].name.c_str(), sizeof(devices[i].name));
+        for (size_t i = 0; i < names.size(); ++i) {
+            ucs_strncpy_zero(devices[i].name, names[i].c_str(), sizeof(devices[i].name));
             devices[i].type = UCT_DEVICE_TYPE_NET;
             devices[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
         }
         *devices_p = devices;
-        *num_p = static_cast<unsigned>(netdevs.size());
+        *num_p = static_cast<unsigned>(names.size());
         return UCS_OK;
     })
 }
@@ -614,10 +623,11 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
         }
 
         const char* dev_name = params->mode.device.dev_name;
-        std::vector<Netdev> netdevs = list_netdevs();
+        Md* md = reinterpret_cast<Md*>(tl_md);
+        std::vector<Netdev> netdevs = md->is_verbs() ? std::vector<Netdev>{} : list_netdevs();
         auto it = std::find_if(netdevs.begin(), netdevs.end(),
                                [&](const Netdev& d) { return d.name == dev_name; });
-        if (it == netdevs.end()) {
+        if (!md->is_verbs() && it == netdevs.end()) {
             ucs_error("rc_roce: network device '%s' not found or has no usable IP address",
                       dev_name);
             return UCS_ERR_NO_DEVICE;
@@ -642,29 +652,43 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             return st;
         };
         try {
-            iface->md = reinterpret_cast<Md*>(tl_md);
+            iface->md = md;
             iface->dev_name = dev_name;
-            iface->dev_addr_len = pack_dev_addr(*it, iface->dev_addr);
-
-            sw::DeviceConfig dc = device_config(config, *it);
-            Status s = sw::Device::open(dc, iface->md->pd, iface->dev);
-            if (s != Status::ok) {
-                ucs_error("rc_roce: cannot open device %s (%s port %u): %s", dev_name,
-                          dc.ip.c_str(), dc.port, std::string(to_string(s)).c_str());
-                return fail(to_ucs(s));
+            if (md->is_verbs()) {
+                status = open_verbs_device(config, *md, dev_name, *iface);   // logs why not
+                if (status != UCS_OK) {
+                    return fail(status);
+                }
+                const WireAddr& a = iface->dev->address();
+                Netdev gid_ip;
+                gid_ip.name = dev_name;
+                gid_ip.family = a.family;
+                std::memcpy(gid_ip.ip, a.ip, sizeof(gid_ip.ip));
+                iface->dev_addr_len = pack_dev_addr(gid_ip, true, iface->dev_addr);
+            } else {
+                iface->dev_addr_len = pack_dev_addr(*it, false, iface->dev_addr);
+                sw::DeviceConfig dc = device_config(config, *it);
+                std::unique_ptr<sw::Device> dev;
+                Status s = sw::Device::open(dc, md->sw_pd, dev);
+                if (s != Status::ok) {
+                    ucs_error("rc_roce: cannot open device %s (%s port %u): %s", dev_name,
+                              dc.ip.c_str(), dc.port, std::string(to_string(s)).c_str());
+                    return fail(to_ucs(s));
+                }
+                const sw::DeviceConfig& actual = dev->config();
+                iface->mtu = actual.mtu;
+                iface->sq_depth = actual.sq_depth;
+                iface->max_msg = actual.max_recv_msg;
+                iface->dev = std::move(dev);
             }
-            const sw::DeviceConfig& actual = iface->dev->config();
             iface->port = iface->dev->address().port;
-            iface->mtu = actual.mtu;
-            iface->sq_depth = actual.sq_depth;
-            iface->max_msg = actual.max_recv_msg;
             iface->bcopy_size = iface->max_msg;
             iface->scratch.reset(new uint8_t[iface->bcopy_size + 64]);
             iface->comps.resize(64);
 
-            ucs_debug("rc_roce: opened iface %p on %s (%s port %u), mtu %u, sq %u, max msg %zu",
-                      iface.get(), dev_name, dc.ip.c_str(), iface->port, iface->mtu,
-                      iface->sq_depth, iface->max_msg);
+            ucs_debug("rc_roce: opened iface %p on %s (%s), mtu %u, sq %u, max msg %zu",
+                      iface.get(), dev_name, iface->dev->address().to_string().c_str(),
+                      iface->mtu, iface->sq_depth, iface->max_msg);
         } catch (...) {
             return fail(exception_status("iface_open"));
         }

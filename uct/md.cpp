@@ -1,5 +1,5 @@
-// Memory domain `roce`: one roce::sw::Pd per MD. Registration gives every region all access
-// rights (UCX asks for remote access per operation, not per region); the packed rkey is the
+// Memory domains: `roce` (one roce::sw::Pd, the userspace device) and `roce_<rdma device>` (one
+// roce::verbs::Pd on that device). Registration gives every region all access rights (UCX asks for remote access per operation, not per region); the packed rkey is the
 // Pd's rkey plus a marker. UCX passes remote addresses as absolute virtual addresses, which
 // is what the device expects, so an unpacked rkey is just the 32-bit key.
 #include "glue.hpp"
@@ -10,6 +10,8 @@
 #include <climits>
 #include <cstring>
 
+#include "verbs/ports.hpp"
+
 namespace roce::uct {
 namespace {
 
@@ -19,7 +21,7 @@ void md_close(uct_md_h tl_md) noexcept {
     delete to_md(tl_md);
 }
 
-ucs_status_t md_query(uct_md_h, uct_md_attr_t* attr) noexcept {
+ucs_status_t md_query(uct_md_h tl_md, uct_md_attr_t* attr) noexcept {
     attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_ALLOC;
     attr->cap.reg_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
@@ -28,8 +30,13 @@ ucs_status_t md_query(uct_md_h, uct_md_attr_t* attr) noexcept {
     attr->cap.max_alloc = ULONG_MAX;     // anonymous mmap: bounded by the address space only
     attr->cap.max_reg = ULONG_MAX;
     attr->rkey_packed_size = sizeof(PackedRkey);
-    // A registration is a table insert in the userspace device: no pinning, no page walk.
-    attr->reg_cost = ucs_linear_func_make(0.2e-6, 0);
+    if (to_md(tl_md)->is_verbs()) {
+        // ibv_reg_mr pins and maps every page (the figures UCX's ib MD assumes).
+        attr->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
+    } else {
+        // A registration is a table insert in the userspace device: no pinning, no page walk.
+        attr->reg_cost = ucs_linear_func_make(0.2e-6, 0);
+    }
     std::memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
@@ -181,14 +188,53 @@ uct_md_ops_t md_ops = {
 
 } // namespace
 
-ucs_status_t md_open(uct_component_t* comp, const char*, const uct_md_config_t*,
+ucs_status_t query_md_resources(uct_component_t*, uct_md_resource_desc_t** resources_p,
+                                unsigned* num_resources_p) noexcept {
+    ROCE_UCT_TRY("query_md_resources", return _exc_status, {
+        std::vector<std::string> names{component_name};
+        for (const std::string& dev : verbs::list_roce_devices()) {
+            std::string name = verbs_md_prefix + dev;
+            if (name.size() < UCT_MD_NAME_MAX) {
+                names.push_back(std::move(name));
+            }
+        }
+        auto* res = static_cast<uct_md_resource_desc_t*>(
+                ucs_calloc(names.size(), sizeof(uct_md_resource_desc_t), "roce md resources"));
+        if (res == nullptr) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        for (size_t i = 0; i < names.size(); ++i) {
+            ucs_strncpy_zero(res[i].md_name, names[i].c_str(), sizeof(res[i].md_name));
+        }
+        *resources_p = res;
+        *num_resources_p = static_cast<unsigned>(names.size());
+        return UCS_OK;
+    })
+}
+
+ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_config_t*,
                      uct_md_h* md_p) noexcept {
     ROCE_UCT_TRY("md_open", return _exc_status, {
         auto md = std::make_unique<Md>();
         md->super.ops = &md_ops;
         md->super.component = comp;
-        md->pd = sw::Pd::create();
-        if (!md->pd) {
+        const std::string name = md_name != nullptr ? md_name : component_name;
+        if (name == component_name) {
+            md->sw_pd = sw::Pd::create();
+            md->pd = md->sw_pd.get();
+        } else if (name.rfind(verbs_md_prefix, 0) == 0) {
+            md->rdma_dev = name.substr(std::strlen(verbs_md_prefix));
+            Status s = verbs::Pd::open(md->rdma_dev, md->verbs_pd);   // logs why not
+            if (s != Status::ok) {
+                return to_ucs(s);
+            }
+            md->pd = md->verbs_pd.get();
+        } else {
+            ucs_error("rc_roce: unknown memory domain '%s' (expected %s or %s<rdma device>)",
+                      name.c_str(), component_name, verbs_md_prefix);
+            return UCS_ERR_NO_DEVICE;
+        }
+        if (md->pd == nullptr) {
             return UCS_ERR_NO_MEMORY;
         }
         *md_p = &md.release()->super;

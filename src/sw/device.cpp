@@ -144,6 +144,25 @@ DeviceStats DeviceImpl::stats() const {
     return st_;
 }
 
+std::string DeviceImpl::stats_text() const {
+    const DeviceStats st = stats();
+    std::string out;
+    auto add = [&](const char* name, uint64_t v) {
+        if (!out.empty()) out += ' ';
+        out += name;
+        out += '=';
+        out += std::to_string(v);
+    };
+#define ROCE_SW_STAT(f) add(#f, st.f);
+    ROCE_SW_STAT(tx_packets) ROCE_SW_STAT(tx_bytes) ROCE_SW_STAT(rx_packets) ROCE_SW_STAT(rx_bytes)
+    ROCE_SW_STAT(retransmits) ROCE_SW_STAT(duplicates) ROCE_SW_STAT(seq_errors)
+    ROCE_SW_STAT(naks_sent) ROCE_SW_STAT(naks_received) ROCE_SW_STAT(rnr_naks)
+    ROCE_SW_STAT(timeouts) ROCE_SW_STAT(icrc_errors) ROCE_SW_STAT(malformed)
+    ROCE_SW_STAT(dropped_unknown_qp) ROCE_SW_STAT(gso_sends) ROCE_SW_STAT(gro_datagrams)
+#undef ROCE_SW_STAT
+    return out;
+}
+
 Qp* DeviceImpl::find_qp(uint32_t qpn) {
     auto it = qps_.find(qpn);
     return it == qps_.end() ? nullptr : it->second.get();

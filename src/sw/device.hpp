@@ -19,19 +19,24 @@
 #include <string>
 #include <sys/uio.h>
 
+#include "common/rc_device.hpp"
 #include "common/status.hpp"
 
 namespace roce::sw {
 
-// Address of a device on the wire: IP (v4 or v6) + UDP port. Fixed size so it packs into a
-// UCX device/iface address.
-struct WireAddr {
-    uint8_t family = 0;   // AF_INET or AF_INET6
-    uint8_t ip[16] = {};  // IPv4 in the first 4 bytes
-    uint16_t port = 0;    // host byte order
-    bool operator==(const WireAddr&) const = default;
-    std::string to_string() const;
-};
+// The value types of the backend-neutral contract (common/rc_device.hpp).
+using roce::Access;
+using roce::access_all;
+using roce::access_local_write;
+using roce::access_remote_atomic;
+using roce::access_remote_read;
+using roce::access_remote_write;
+using roce::Completion;
+using roce::MrKeys;
+using roce::OpKind;
+using roce::QpState;
+using roce::RecvMessage;
+using roce::WireAddr;
 
 // Packet-level fault injection, off by default. Probabilities in [0,1], applied on transmit.
 struct FaultConfig {
@@ -68,38 +73,6 @@ struct DeviceConfig {
     bool gro = true;
 };
 
-// Memory region access rights (bit mask), as in ibv_access_flags.
-enum Access : unsigned {
-    access_local_write = 1u << 0,
-    access_remote_write = 1u << 1,
-    access_remote_read = 1u << 2,
-    access_remote_atomic = 1u << 3,
-    access_all = 0xf,
-};
-
-struct MrKeys {
-    uint32_t lkey = 0;
-    uint32_t rkey = 0;
-};
-
-enum class OpKind : uint8_t { send, write, read, fetch_add, cmp_swap };
-
-struct Completion {
-    uint64_t wr_id;
-    uint32_t qpn;
-    OpKind op;
-    Status status;    // ok, remote_access, remote_invalid, timeout, canceled
-};
-
-// A received SEND message. `data` is valid only during the poll_recv callback.
-struct RecvMessage {
-    uint32_t qpn;          // local QP it arrived on
-    const uint8_t* data;
-    size_t len;
-    bool has_imm;
-    uint32_t imm;
-};
-
 // Counters of one device (monotonic).
 struct DeviceStats {
     uint64_t tx_packets, rx_packets, tx_bytes, rx_bytes;
@@ -110,82 +83,33 @@ struct DeviceStats {
     uint64_t rx_nonzero_ipv4_id;         // packets whose ICRC matched a nonzero IPv4 ID (GSO segments)
 };
 
-// Connection events, reported to the owner through poll_recv's companion callback.
-enum class QpState : uint8_t { reset, connecting, rts, error };
-
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its
 // memory domain, not on an iface, so regions live here and every Device opened on the same Pd
 // serves them. Thread-safe (the responder thread looks regions up concurrently).
-class Pd {
+class Pd : public RcPd {
 public:
-    virtual ~Pd() = default;
     static std::shared_ptr<Pd> create();
-    // rkeys are unguessable (random, never reused while registered) and revoked by dereg.
-    // Errors: invalid_param (null/empty range, unknown access bits).
-    virtual Status reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) = 0;
-    // Errors: invalid_param (unknown lkey).
-    virtual Status dereg_mr(uint32_t lkey) = 0;
+    // reg_mr/dereg_mr as in RcPd; rkeys are unguessable (random, never reused while
+    // registered) and revoked by dereg.
 };
 
-class Device {
+// The RcDevice contract (common/rc_device.hpp) over a UDP socket. What it adds:
+//   * QPNs are 24 bit, never 0 or 1. connect_qp goes through the device's own connection
+//     manager (CM messages to the peer device's QP1, retransmitted until answered): the peer
+//     creates a passive QP connected back to this one. connect_qp's unreachable: the address
+//     family differs from the device's.
+//   * destroy_qp tells the peer. A passive QP (created for a peer's connect) is freed by the
+//     device itself when its peer destroys its side; an active QP whose peer went away stays in
+//     error until destroyed.
+//   * A remote error completes every outstanding operation of the QP with that status.
+class Device : public RcDevice {
 public:
-    virtual ~Device() = default;
-
     // Binds the UDP socket. Errors: no_device (address not local / unparsable), io_error,
     // invalid_param (bad mtu etc.).
     static Status open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out);
 
-    virtual const WireAddr& address() const = 0;
     virtual const DeviceConfig& config() const = 0;
     virtual DeviceStats stats() const = 0;
-
-    // --- queue pairs
-    // Creates an RC QP in reset state; returns its QPN (24 bit, never 0 or 1).
-    virtual Status create_qp(uint32_t& qpn) = 0;
-    // Active connection setup through the device's own connection manager (CM messages to the
-    // peer device's QP1, retransmitted until answered): the peer creates a passive QP connected
-    // back to this one. Operations may be posted at once; they go out when the peer answers.
-    // If the peer never answers the QP fails (completions with Status::timeout).
-    // Errors: invalid_param (unknown QP, not in reset, port 0), unreachable (address family
-    // differs from the device's).
-    virtual Status connect_qp(uint32_t qpn, const WireAddr& peer) = 0;
-    // Flushes outstanding operations as canceled, then frees the QP (its peer is told).
-    // A passive QP (created for a peer's connect) is freed by the device itself when its peer
-    // destroys its side; an active QP whose peer went away stays in error until destroyed.
-    virtual Status destroy_qp(uint32_t qpn) = 0;
-    virtual QpState qp_state(uint32_t qpn) const = 0;
-
-    // --- work requests. wr_id == 0: no completion is reported (the op still counts for
-    // outstanding()). All return no_resource when the send queue is full, invalid_param for an
-    // unknown QP or one never connected, canceled (and no completion) on a QP in error.
-    // SEND: the iovecs are copied before return (bcopy semantics).
-    virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
-                             const uint32_t* imm = nullptr) = 0;
-    // RDMA WRITE from `local` (copied before return when `copy` is set, else it must stay
-    // valid until the completion).
-    virtual Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                              uint64_t remote_va, uint32_t rkey, bool copy) = 0;
-    // RDMA READ into `local` (must stay valid until the completion).
-    virtual Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
-                             uint64_t remote_va, uint32_t rkey) = 0;
-    // 64-bit atomics; the original remote value is stored to *result (if non-null) before the
-    // completion is reported. remote_va must be 8-byte aligned.
-    virtual Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
-                                  uint64_t add, uint64_t* result) = 0;
-    virtual Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
-                                 uint64_t compare, uint64_t swap, uint64_t* result) = 0;
-
-    // Operations posted on the QP (or on all QPs when qpn == 0) not yet completed.
-    virtual size_t outstanding(uint32_t qpn) const = 0;
-
-    // --- progress (owner thread)
-    // Receives and processes packets, runs timers. Returns the number of events produced.
-    virtual unsigned progress() = 0;
-    virtual size_t poll_completions(Completion* out, size_t max) = 0;
-    // Hands received messages, in arrival order per QP, to fn; returns how many.
-    virtual size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) = 0;
-    // A file descriptor that becomes readable when progress() has work (for UCX wakeup).
-    virtual int event_fd() const = 0;
 };
 
 } // namespace roce::sw

@@ -51,6 +51,7 @@ public:
     const WireAddr& address() const override { return sock_.local(); }
     const DeviceConfig& config() const override { return cfg_; }
     DeviceStats stats() const override;
+    std::string stats_text() const override;
 
     Status create_qp(uint32_t& qpn) override;
     Status connect_qp(uint32_t qpn, const WireAddr& peer) override;

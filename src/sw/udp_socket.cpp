@@ -13,9 +13,7 @@
 
 #include "common/log.hpp"
 
-namespace roce::sw {
-
-std::string WireAddr::to_string() const {
+std::string roce::WireAddr::to_string() const {
     char buf[INET6_ADDRSTRLEN] = "?";
     if (family == AF_INET)
         inet_ntop(AF_INET, ip, buf, sizeof(buf));
@@ -24,6 +22,8 @@ std::string WireAddr::to_string() const {
     std::string s = family == AF_INET6 ? "[" + std::string(buf) + "]" : std::string(buf);
     return s + ":" + std::to_string(port);
 }
+
+namespace roce::sw {
 
 socklen_t to_sockaddr(const WireAddr& a, sockaddr_storage& ss) {
     std::memset(&ss, 0, sizeof(ss));

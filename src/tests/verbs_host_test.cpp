@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "verbs/device.hpp"
 #include "verbs/gid_choice.hpp"
+#include "verbs/ports.hpp"
 
 using namespace roce;
 
@@ -121,4 +122,31 @@ TEST(VerbsGidChoice, NoIpv4Gid) {
     verbs::GidChoice c;
     EXPECT_EQ(verbs::choose_gid("dev0", 1, -1, c, fs.root.string()), Status::no_device);
     EXPECT_TRUE(logged("no RoCE v2 GID with an IPv4 address"));
+}
+
+TEST(VerbsPorts, ParsesPortNames) {
+    verbs::RocePort p;
+    ASSERT_TRUE(verbs::parse_port_name("rxe0:1", p));
+    EXPECT_EQ(p.dev_name, "rxe0");
+    EXPECT_EQ(p.port, 1);
+    EXPECT_EQ(p.name(), "rxe0:1");
+    ASSERT_TRUE(verbs::parse_port_name("mlx5_bond_0:2", p));
+    EXPECT_EQ(p.dev_name, "mlx5_bond_0");
+    EXPECT_EQ(p.port, 2);
+    for (const char* bad : {"rxe0", "rxe0:", ":1", "rxe0:0", "rxe0:256", "rxe0:1x", "eth0"})
+        EXPECT_FALSE(verbs::parse_port_name(bad, p)) << bad;
+}
+
+TEST(VerbsPorts, ListMatchesSysfs) {
+    // Every listed port belongs to a device the kernel shows; without RDMA the list is empty.
+    const std::vector<verbs::RocePort> ports = verbs::list_roce_ports();
+    if (!std::filesystem::exists("/sys/class/infiniband")) {
+        EXPECT_TRUE(ports.empty());
+        return;
+    }
+    for (const verbs::RocePort& p : ports) {
+        EXPECT_TRUE(std::filesystem::exists("/sys/class/infiniband/" + p.dev_name + "/ports/" +
+                                            std::to_string(p.port)))
+                << p.name();
+    }
 }

@@ -1,11 +1,11 @@
-// Verbs device backend: the operations of sw/device.hpp (the contract the UCX glue calls) over a
+// Verbs device backend: the RcDevice contract (common/rc_device.hpp, which the UCX glue calls) over a
 // real RDMA device through libibverbs, with connections set up by librdmacm, so rc_roce runs on an
 // HCA or on kernel soft-RoCE (rdma_rxe) with the same semantics as on the userspace device.
 //
 // It knows nothing of UCX. The value types (WireAddr, MrKeys, Completion, RecvMessage, OpKind,
-// QpState, Access) are the userspace device's own, so glue code can be written once for both.
+// QpState, Access) are the contract's, shared with the userspace device.
 //
-// Differences from sw::Device (the rest is identical, see sw/device.hpp):
+// Differences from sw::Device (the rest is identical):
 //   * Pd::open(device name) instead of Pd::create(): a protection domain belongs to one RDMA
 //     device. Device::open takes the device name and port in DeviceConfig; pd may be null (the
 //     device then opens its own).
@@ -24,7 +24,7 @@
 //   * stats() returns verbs::DeviceStats (different counters; packets are the HCA's business).
 //   * Fault injection, GSO/GRO, ack_coalesce, retransmit timers are the HCA's: not configurable.
 //
-// UD (for a UD transport on verbs): verbs/ud.hpp, UdQp, not part of the sw::Device contract.
+// UD (for a UD transport on verbs): verbs/ud.hpp, UdQp, not part of the RcDevice contract.
 #pragma once
 
 #include <cstddef>
@@ -35,22 +35,22 @@
 #include <sys/uio.h>
 
 #include "common/status.hpp"
-#include "sw/device.hpp"
+#include "common/rc_device.hpp"
 
 namespace roce::verbs {
 
-using sw::Access;
-using sw::access_all;
-using sw::access_local_write;
-using sw::access_remote_atomic;
-using sw::access_remote_read;
-using sw::access_remote_write;
-using sw::Completion;
-using sw::MrKeys;
-using sw::OpKind;
-using sw::QpState;
-using sw::RecvMessage;
-using sw::WireAddr;
+using roce::Access;
+using roce::access_all;
+using roce::access_local_write;
+using roce::access_remote_atomic;
+using roce::access_remote_read;
+using roce::access_remote_write;
+using roce::Completion;
+using roce::MrKeys;
+using roce::OpKind;
+using roce::QpState;
+using roce::RecvMessage;
+using roce::WireAddr;
 
 struct DeviceConfig {
     std::string dev_name = "rxe0";     // RDMA device (ibv_get_device_name)
@@ -85,65 +85,33 @@ struct DeviceStats {
     uint64_t passive_freed;                          // passive QPs freed after their peer left
 };
 
-class Pd {
+class Pd : public RcPd {
 public:
-    virtual ~Pd() = default;
     // Opens the named RDMA device (through librdmacm's device list, so rdma_cm ids and our QPs
     // share one ibv_context) and allocates a protection domain. Errors: no_device (no such device,
     // or no RDMA at all; logged with the reason), io_error.
     static Status open(const std::string& dev_name, std::shared_ptr<Pd>& out);
     virtual const std::string& dev_name() const = 0;
-    // Same contract as sw::Pd. rkeys come from the HCA (ibv_reg_mr).
-    virtual Status reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) = 0;
-    virtual Status dereg_mr(uint32_t lkey) = 0;
+    // reg_mr/dereg_mr as in RcPd; rkeys come from the HCA (ibv_reg_mr).
 };
 
-class Device {
+class Device : public RcDevice {
 public:
-    virtual ~Device() = default;
-
     // Opens cfg.dev_name/cfg.port, selects the local GID (its IP becomes the device address),
     // starts the rdma_cm listener. pd: a Pd of the same device, or null (opens one).
     // Errors: no_device (device absent, port down or without a usable RoCE GID), invalid_param,
     // io_error.
     static Status open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out);
 
-    virtual const WireAddr& address() const = 0;
     virtual const DeviceConfig& config() const = 0;
     virtual DeviceStats stats() const = 0;
     virtual Pd& pd() const = 0;
-
-    // --- queue pairs: same contract as sw::Device. QPNs are the HCA's.
-    virtual Status create_qp(uint32_t& qpn) = 0;
-    // rdma_cm to peer's IP + listener port; operations posted meanwhile are queued and go out
-    // when the connection is established. Rejected (nobody listens) -> QP error, queued ops
-    // complete with unreachable; resolution/CM timeout -> timeout.
-    virtual Status connect_qp(uint32_t qpn, const WireAddr& peer) = 0;
-    virtual Status destroy_qp(uint32_t qpn) = 0;
-    virtual QpState qp_state(uint32_t qpn) const = 0;
-
-    // --- work requests: same contract as sw::Device.
-    virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
-                             const uint32_t* imm = nullptr) = 0;
-    virtual Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                              uint64_t remote_va, uint32_t rkey, bool copy) = 0;
-    virtual Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
-                             uint64_t remote_va, uint32_t rkey) = 0;
-    virtual Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
-                                  uint64_t add, uint64_t* result) = 0;
-    virtual Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
-                                 uint64_t compare, uint64_t swap, uint64_t* result) = 0;
-    virtual size_t outstanding(uint32_t qpn) const = 0;
-
-    // --- progress (owner thread): polls the CQs, re-arms them for event_fd.
-    virtual unsigned progress() = 0;
-    virtual size_t poll_completions(Completion* out, size_t max) = 0;
-    // Receive buffers are reposted after fn returns.
-    virtual size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) = 0;
-    // epoll fd over the completion channel and the CM thread's notify eventfd. The CQs are armed
-    // (ibv_req_notify_cq) by progress() only once event_fd() has been called: call progress() after
-    // event_fd() and before waiting (UCX's event_arm does).
-    virtual int event_fd() const = 0;
+    // The rest is RcDevice (common/rc_device.hpp). QPNs are the HCA's. connect_qp: rdma_cm to
+    // the peer's IP + listener port; operations posted meanwhile are queued and go out when the
+    // connection is established. Rejected (nobody listens) -> QP error, queued ops complete with
+    // unreachable; resolution/CM timeout -> timeout. poll_recv reposts receive buffers after fn
+    // returns. event_fd: an epoll fd over the completion channel and the CM thread's notify
+    // eventfd; the CQs are armed by progress() only once event_fd() has been called.
 };
 
 } // namespace roce::verbs

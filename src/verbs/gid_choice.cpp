@@ -20,7 +20,7 @@ bool parse_gid(const std::string& s, uint8_t* g) {
     return inet_pton(AF_INET6, s.c_str(), g) == 1;
 }
 
-bool usable(const uint8_t* g, sw::WireAddr& a) {
+bool usable(const uint8_t* g, WireAddr& a) {
     static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     static const uint8_t zero[16] = {};
     if (std::memcmp(g, zero, 16) == 0)
@@ -55,7 +55,7 @@ Status choose_gid(const std::string& dev, uint8_t port, int override_index, GidC
         if (type != "RoCE v2")
             return false;
         uint8_t g[16];
-        sw::WireAddr a;
+        WireAddr a;
         if (!parse_gid(gs, g) || !usable(g, a) || (want_v4 && a.family != AF_INET))
             return false;
         out.index = i;

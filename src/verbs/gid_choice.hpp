@@ -9,14 +9,14 @@
 #include <string>
 
 #include "common/status.hpp"
-#include "sw/device.hpp"
+#include "common/rc_device.hpp"
 
 namespace roce::verbs {
 
 struct GidChoice {
     int index = -1;
     uint8_t gid[16] = {};
-    sw::WireAddr addr;   // family + IP of the GID (port 0)
+    WireAddr addr;   // family + IP of the GID (port 0)
 };
 
 // sysfs_root: normally /sys/class/infiniband (tests point it at a fake tree).

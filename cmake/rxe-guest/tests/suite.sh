@@ -2,7 +2,7 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
@@ -11,6 +11,10 @@
 #          UCP tag_lat/tag_bw with UCX_TLS=rc_verbs,ud_verbs:aux,self and with UCX_TLS=ud_verbs,self
 #   mpi    mpirun -np 2 over pml ucx on rc_verbs and on ud_verbs: $ROCE_BUILD_DIR/mpi-tests/mpi_pingpong
 #          (every byte checked) if it is built, else NPopenmpi
+#   roce   our rc_roce on the verbs backend (rxe0:1), beside the rc_verbs figures above: the verbs
+#          backend's own tests (roce_verbs_tests), ucx_info -d, ucx_perftest UCT am_lat/put_bw/get_bw/
+#          add_lat, UCP tag_lat/tag_bw/ucp_put_bw with UCX_TLS=rc_roce,self (no auxiliary transport),
+#          and mpi_pingpong under mpirun with UCX_TLS=rc_roce,self
 # Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
 # unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
 set -u
@@ -19,7 +23,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
@@ -138,7 +142,8 @@ if want ucx; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-if want mpi; then
+MPI_EXTRA=()   # more mpirun arguments of the next mpi_step (e.g. -x LD_PRELOAD=...)
+if want mpi || want roce; then
   MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2
           --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca pml_base_verbose 10
           -x UCX_NET_DEVICES -x UCX_TLS -x UCX_UD_VERBS_ETH_DGID_CHECK)
@@ -152,7 +157,7 @@ if want mpi; then
     export UCX_TLS=$2
     if [ -x "$pingpong" ]; then
       if [ "$max" -ge 1048576 ]; then bwname=bw_$((max >> 20))MiB; else bwname=bw_$((max >> 10))KiB; fi
-      T=$MPI_TIMEOUT step "$name" "${MPIRUN[@]}" "$pingpong" --max-size "$max" --iters 50 --bw-iters 2 --window 4 \
+      T=$MPI_TIMEOUT step "$name" "${MPIRUN[@]}" "${MPI_EXTRA[@]}" "$pingpong" --max-size "$max" --iters 50 --bw-iters 2 --window 4 \
         || return
       while read -r -a w; do
         case "${w[*]}" in
@@ -170,7 +175,7 @@ if want mpi; then
       # NetPIPE: "n: <bytes> bytes <reps> times --> <Mbps> Mbps in <usec> usec" (usec one-way, best
       # of NetPIPE's trials). Kept small: each size runs several trials of -n round trips.
       bwname=bw_128KiB
-      T=$MPI_TIMEOUT step "$name" "${MPIRUN[@]}" NPopenmpi -n 5 -p 0 -u 131072 -o /dev/null || return
+      T=$MPI_TIMEOUT step "$name" "${MPIRUN[@]}" "${MPI_EXTRA[@]}" NPopenmpi -n 5 -p 0 -u 131072 -o /dev/null || return
       while read -r -a w; do
         case "${w[*]}" in
           *"component ucx selected"*) ucx=1 ;;
@@ -188,10 +193,67 @@ if want mpi; then
   }
   command -v NPopenmpi >/dev/null || [ -x "$pingpong" ] || fail_step mpi "neither $pingpong nor NPopenmpi"
   say "MPI program: $( [ -x "$pingpong" ] && echo "$pingpong" || echo NPopenmpi )"
+fi
+if want mpi; then
   # ud_verbs moves large messages at a third of rc's rate: a smaller top size keeps the step short.
   mpi_step rc_verbs rc_verbs,ud_verbs:aux,self 1048576
   mpi_step ud_verbs ud_verbs,self 262144
   unset UCX_TLS
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want roce; then
+  PLUGIN=$BUILD/uct/libuct_roce.so.0
+  VERBS_TESTS=$BUILD/src/verbs/roce_verbs_tests
+  if [ -x "$VERBS_TESTS" ]; then
+    # Functional tests of the backend (two verbs::Devices on rxe0 in one process); the figures
+    # test is left out (timings on TCG say nothing).
+    ROCE_REQUIRE_RXE_DEVICE=1 T=$((STEP_TIMEOUT * 3)) step roce.verbs_backend \
+      "$VERBS_TESTS" --gtest_filter='*:-*.Figures' --gtest_brief=1
+  else
+    fail_step roce.verbs_backend "$VERBS_TESTS not built"
+  fi
+  if [ ! -f "$PLUGIN" ]; then
+    fail_step roce "$PLUGIN not built"
+  else
+    export LD_PRELOAD=$PLUGIN
+    step roce.ucx_info ucx_info -d
+    if [ -s "$LOG" ]; then
+      md="" tl="" found=0
+      while read -r -a w; do
+        [ "${w[1]:-}" = Memory ] && md=${w[3]:-}
+        [ "${w[1]:-}" = Transport: ] && tl=${w[2]:-}
+        [ "${w[1]:-}" = Device: ] && [ "$tl" = rc_roce ] && [ "${w[2]:-}" = "$DEV:1" ] && found=1
+      done < "$LOG"
+      [ $found = 1 ] || fail_step roce.ucx_info "rc_roce not listed on $DEV:1"
+      say "ucx_info -d: rc_roce on $DEV:1: $found"
+    fi
+    # Bad input: a GID index that is not in the table gets one clear error, no crash.
+    UCX_RC_ROCE_GID_INDEX=200 step roce.bad_gid_index ucx_info -d -t rc_roce
+    if [ -f "$LOG" ]; then
+      grep -q "GID index 200 is not a RoCE v2 GID" "$LOG" \
+        || fail_step roce.bad_gid_index "no clear error for UCX_RC_ROCE_GID_INDEX=200"
+    fi
+    perftest uct.rc_roce.am_lat -t am_lat -x rc_roce -d "$DEV:1" -n 5000 -w 500 \
+      && perf_lat rc_roce.am_lat uct.rc_roce.am_lat
+    perftest uct.rc_roce.put_bw -t put_bw -x rc_roce -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30 \
+      && perf_bw rc_roce.put_bw_64KiB uct.rc_roce.put_bw
+    perftest uct.rc_roce.get_bw -t get -x rc_roce -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30 \
+      && perf_bw rc_roce.get_bw_64KiB uct.rc_roce.get_bw
+    perftest uct.rc_roce.add_lat -t add_lat -x rc_roce -d "$DEV:1" -n 2000 -w 200 \
+      && perf_lat rc_roce.add_lat uct.rc_roce.add_lat
+    # UCP with rc_roce alone: its own connection setup (CONNECT_TO_IFACE), no auxiliary transport.
+    export UCX_TLS=rc_roce,self
+    perftest ucp.rc_roce.tag_lat -t tag_lat -n 5000 -w 500 && perf_lat ucp_rc_roce.tag_lat ucp.rc_roce.tag_lat
+    perftest ucp.rc_roce.tag_bw -t tag_bw -s 1048576 -n 30 -w 3 && perf_bw ucp_rc_roce.tag_bw_1MiB ucp.rc_roce.tag_bw
+    perftest ucp.rc_roce.put_bw -t ucp_put_bw -s 1048576 -n 30 -w 3 && perf_bw ucp_rc_roce.put_bw_1MiB ucp.rc_roce.put_bw
+    unset LD_PRELOAD
+    # mpirun itself needs no plugin: only the ranks get it.
+    MPI_EXTRA=(-x "LD_PRELOAD=$PLUGIN")
+    mpi_step rc_roce rc_roce,self 1048576
+    MPI_EXTRA=()
+    unset UCX_TLS
+  fi
 fi
 
 # rxe's own counters over the whole batch: retransmissions (completer_retry_err, duplicate_request,

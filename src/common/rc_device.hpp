@@ -1,0 +1,130 @@
+// The contract between the transports' glue (uct/) and a device backend: RC queue pairs with
+// SEND/WRITE/READ/atomics, memory regions, completions and received messages. Two backends
+// implement it — the userspace RoCEv2 device (sw/device.hpp, RoCEv2 over a UDP socket) and the
+// verbs device (verbs/device.hpp, libibverbs + librdmacm) — so the glue is written once.
+// Each backend's header documents what its implementation adds or does differently (opening,
+// configuration, counters); the semantics below hold for both.
+//
+// Threading: every method is thread-safe. The owner thread calls progress(), then drains
+// poll_completions() and poll_recv(); completions and messages are only handed out there.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <sys/uio.h>
+
+#include "common/status.hpp"
+
+namespace roce {
+
+// Address of a device on the wire: IP (v4 or v6) + port (UDP port of the userspace device,
+// rdma_cm listener port of a verbs device). Fixed size so it packs into a UCX address.
+struct WireAddr {
+    uint8_t family = 0;   // AF_INET or AF_INET6
+    uint8_t ip[16] = {};  // IPv4 in the first 4 bytes
+    uint16_t port = 0;    // host byte order
+    bool operator==(const WireAddr&) const = default;
+    std::string to_string() const;
+};
+
+// Memory region access rights (bit mask), as in ibv_access_flags.
+enum Access : unsigned {
+    access_local_write = 1u << 0,
+    access_remote_write = 1u << 1,
+    access_remote_read = 1u << 2,
+    access_remote_atomic = 1u << 3,
+    access_all = 0xf,
+};
+
+struct MrKeys {
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+};
+
+enum class OpKind : uint8_t { send, write, read, fetch_add, cmp_swap };
+
+struct Completion {
+    uint64_t wr_id;
+    uint32_t qpn;
+    OpKind op;
+    Status status;    // ok, remote_access, remote_invalid, timeout, unreachable, canceled
+};
+
+// A received SEND message. `data` is valid only during the poll_recv callback.
+struct RecvMessage {
+    uint32_t qpn;          // local QP it arrived on
+    const uint8_t* data;
+    size_t len;
+    bool has_imm;
+    uint32_t imm;
+};
+
+enum class QpState : uint8_t { reset, connecting, rts, error };
+
+// Protection domain: the memory regions peers may access remotely.
+class RcPd {
+public:
+    virtual ~RcPd() = default;
+    // Errors: invalid_param (null/empty range, unknown access bits), no_memory/io_error (the
+    // device refused the registration).
+    virtual Status reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) = 0;
+    // Errors: invalid_param (unknown lkey).
+    virtual Status dereg_mr(uint32_t lkey) = 0;
+};
+
+class RcDevice {
+public:
+    virtual ~RcDevice() = default;
+
+    virtual const WireAddr& address() const = 0;
+    // The device's counters as "name value" pairs, for logs and diagnostics.
+    virtual std::string stats_text() const = 0;
+
+    // --- queue pairs
+    // Creates an RC QP in reset state; returns its QPN.
+    virtual Status create_qp(uint32_t& qpn) = 0;
+    // Connects the QP to the peer device; operations may be posted at once and go out when the
+    // connection is up. A peer that never answers fails the QP (completions with timeout).
+    // Errors: invalid_param (unknown QP, not in reset, port 0), unreachable.
+    virtual Status connect_qp(uint32_t qpn, const WireAddr& peer) = 0;
+    // Flushes outstanding operations as canceled, then frees the QP.
+    virtual Status destroy_qp(uint32_t qpn) = 0;
+    virtual QpState qp_state(uint32_t qpn) const = 0;
+
+    // --- work requests. wr_id == 0: no completion is reported (the op still counts for
+    // outstanding()). All return no_resource when the send queue is full, invalid_param for an
+    // unknown QP or one never connected, canceled (and no completion) on a QP in error.
+    // SEND: the iovecs are copied before return (bcopy semantics).
+    virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                             const uint32_t* imm = nullptr) = 0;
+    // RDMA WRITE from `local` (copied before return when `copy` is set, else it must stay
+    // valid until the completion).
+    virtual Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
+                              uint64_t remote_va, uint32_t rkey, bool copy) = 0;
+    // RDMA READ into `local` (must stay valid until the completion).
+    virtual Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
+                             uint64_t remote_va, uint32_t rkey) = 0;
+    // 64-bit atomics; the original remote value is stored to *result (if non-null) before the
+    // completion is reported. remote_va must be 8-byte aligned.
+    virtual Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                  uint64_t add, uint64_t* result) = 0;
+    virtual Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
+                                 uint64_t compare, uint64_t swap, uint64_t* result) = 0;
+
+    // Operations posted on the QP (or on all QPs when qpn == 0) not yet completed.
+    virtual size_t outstanding(uint32_t qpn) const = 0;
+
+    // --- progress (owner thread)
+    // Processes packets / completion queues and timers. Returns the number of events produced.
+    virtual unsigned progress() = 0;
+    virtual size_t poll_completions(Completion* out, size_t max) = 0;
+    // Hands received messages, in arrival order per QP, to fn; returns how many.
+    virtual size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) = 0;
+    // A file descriptor that becomes readable when progress() has work (for UCX wakeup). Call
+    // progress() after event_fd() and before waiting on it (a verbs device arms its CQs there).
+    virtual int event_fd() const = 0;
+};
+
+} // namespace roce

@@ -1,0 +1,73 @@
+#include "verbs/ports.hpp"
+
+#include <infiniband/verbs.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "common/log.hpp"
+
+namespace roce::verbs {
+
+std::vector<RocePort> list_roce_ports() {
+    std::vector<RocePort> out;
+    struct stat st;
+    // Without RDMA in the kernel libibverbs has nothing to find; asking it only costs a scan.
+    if (::stat("/sys/class/infiniband", &st) != 0)
+        return out;
+    int n = 0;
+    std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv_get_device_list(&n),
+                                                             ibv_free_device_list);
+    if (!list)
+        return out;
+    for (int i = 0; i < n; ++i) {
+        ibv_device* dev = list.get()[i];
+        ibv_context* ctx = ibv_open_device(dev);
+        if (ctx == nullptr) {
+            ROCE_DEBUG("verbs: cannot open %s to list its ports", ibv_get_device_name(dev));
+            continue;
+        }
+        ibv_device_attr da{};
+        if (ibv_query_device(ctx, &da) == 0) {
+            for (uint8_t p = 1; p <= da.phys_port_cnt; ++p) {
+                ibv_port_attr pa{};
+                if (ibv_query_port(ctx, p, &pa) != 0)
+                    continue;
+                if (pa.link_layer != IBV_LINK_LAYER_ETHERNET || pa.state != IBV_PORT_ACTIVE) {
+                    ROCE_DEBUG("verbs: %s:%u skipped (link layer %u, state %u)",
+                               ibv_get_device_name(dev), p, pa.link_layer, pa.state);
+                    continue;
+                }
+                out.push_back({ibv_get_device_name(dev), p});
+            }
+        }
+        ibv_close_device(ctx);
+    }
+    return out;
+}
+
+std::vector<std::string> list_roce_devices() {
+    std::vector<std::string> out;
+    for (const RocePort& p : list_roce_ports()) {
+        if (std::find(out.begin(), out.end(), p.dev_name) == out.end())
+            out.push_back(p.dev_name);
+    }
+    return out;
+}
+
+bool parse_port_name(const std::string& name, RocePort& out) {
+    const size_t colon = name.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 >= name.size())
+        return false;
+    char* end = nullptr;
+    const unsigned long port = std::strtoul(name.c_str() + colon + 1, &end, 10);
+    if (*end != '\0' || port == 0 || port > 255)
+        return false;
+    out.dev_name = name.substr(0, colon);
+    out.port = static_cast<uint8_t>(port);
+    return true;
+}
+
+} // namespace roce::verbs
