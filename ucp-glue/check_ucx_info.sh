@@ -44,6 +44,22 @@ bad_device)
   [ $rc -ne 0 ] || fail "an unknown device was accepted"
   need "$out" 'nosuchdev0'
   ;;
+bad_gid_settings)
+  # Every impossible GID / traffic-class setting is refused at iface open with one line naming the
+  # setting, the value and the valid choices (gid::config_error), never a crash or a silent default.
+  for kv in ADDR_FAMILY=ipx GID_INDEX=99 GID_NETDEV=nosuchdev0 DSCP=64 TRAFFIC_CLASS=256 ECN=maybe \
+            PRIORITY=8 ROCE_VERSION=1 SUBNETS=10.0.0.0/40 REACHABILITY=far CNP_DSCP=70; do
+    name=${kv%%=*} value=${kv#*=}
+    out=$(env "UCX_RC_ROCE_$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t rc_roce 2>&1)
+    rc=$?
+    [ $rc -ne 124 ] || fail "$kv: hung"
+    case $rc in 134|135|136|139) fail "$kv: crashed (rc=$rc)" ;; esac
+    line=$(grep -m1 -F "UCX_RC_ROCE_$name=$value: " <<<"$out") || fail "$kv: no error naming the setting: $out"
+    grep -q '; valid: ' <<<"$line" || fail "$kv: the error does not list the valid choices: $line"
+    grep -q 'failed to open interface' <<<"$out" || fail "$kv: the iface opened anyway"
+    echo "  $kv -> ${line#*ERROR }"
+  done
+  ;;
 *) fail "unknown mode $mode" ;;
 esac
 echo "[ucx_info] $mode ok"

@@ -7,6 +7,7 @@ add_test(NAME ucx_info.devices COMMAND ${_sh}/check_ucx_info.sh ${_env} devices)
 add_test(NAME ucx_info.config COMMAND ${_sh}/check_ucx_info.sh ${_env} config)
 add_test(NAME ucx_info.lanes COMMAND ${_sh}/check_ucx_info.sh ${_env} lanes)
 add_test(NAME ucx_info.bad_device COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_device)
+add_test(NAME ucx_info.bad_gid_settings COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_gid_settings)
 
 # ucx_perftest, UCT level (-x rc_roce -d lo) and UCP level (UCX_TLS=rc_roce,self).
 set(_uct_tests

@@ -1,5 +1,6 @@
-// roce_config_doc: prints the rc_roce tunables (config_table.hpp) as a Markdown table, so the
-// README documents exactly what `ucx_info -c` shows.
+// roce_config_doc: prints the rc_roce tunables (config_table.hpp, then the GID and traffic-class
+// settings of gid::gid_config_vars) as a Markdown table, so the README documents exactly what
+// `ucx_info -c` shows.
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -36,6 +37,11 @@ int main() {
     for (const auto& e : roce::uct::config_doc) {
         std::printf("| `UCX_%s%s` | `%s` | %s | %s |\n", roce::uct::tl_config_prefix, e.name, e.dfl,
                     type_text(e.type), escape(e.doc).c_str());
+    }
+    // GID and traffic-class settings: their type column lists the valid choices.
+    for (const auto& v : roce::uct::gid_config_doc) {
+        std::printf("| `UCX_%s%s` | `%s` | %s | %s |\n", roce::uct::tl_config_prefix, v.name.data(), v.dfl.data(),
+                    escape(v.choices.data()).c_str(), escape(v.doc.data()).c_str());
     }
     return 0;
 }

@@ -1,7 +1,9 @@
-// UCX configuration tables built from the one list in config_table.hpp.
+// UCX configuration tables built from the one list in config_table.hpp (and gid::gid_config_vars).
 #include "glue.hpp"
 
 #include <cstddef>
+#include <iterator>
+#include <string>
 
 // Type tokens of config_table.hpp that are not plain UCS_CONFIG_TYPE_<TOKEN> names.
 #define UCS_CONFIG_TYPE_LOG_LEVEL UCS_CONFIG_TYPE_ENUM(ucs_log_level_names)
@@ -17,13 +19,39 @@ namespace roce::uct {
 ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_CHECK)
 #undef ROCE_CONFIG_FIELD_CHECK
 
-ucs_config_field_t iface_config_table[] = {
+namespace {
+constexpr size_t n_typed = std::size(config_doc);
+}
+
+// The chained generic table, the typed fields, the GID settings (filled below) and the end mark
+// (zeroed: a null name).
+ucs_config_field_t iface_config_table[1 + n_typed + n_gid_settings + 1] = {
     // Chain the generic UCT interface options (UCX_RC_ROCE_MAX_NUM_EPS, ...), as every TL does.
     {"", "", nullptr, offsetof(IfaceConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
     ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_ENTRY)
-    {nullptr, nullptr, nullptr, 0, {}},
 };
 #undef ROCE_CONFIG_FIELD_ENTRY
+
+namespace {
+
+// The GID and traffic-class settings from their one table (gid::gid_config_vars), as strings that
+// iface_open parses; the documentation gets the valid choices appended. Filled when the module
+// loads: UCX reads the table only when it parses or prints a configuration, later.
+struct GidFields {
+    std::string docs[n_gid_settings];
+    GidFields() {
+        for (size_t i = 0; i < n_gid_settings; ++i) {
+            const gid::ConfigVar& v = gid::gid_config_vars[i];
+            docs[i] = std::string(v.doc) + " Valid: " + std::string(v.choices) + ".";
+            iface_config_table[1 + n_typed + i] =
+                    ucs_config_field_t{v.name.data(), v.dfl.data(), docs[i].c_str(),
+                                       offsetof(IfaceConfig, gid) + i * sizeof(char*), UCS_CONFIG_TYPE_STRING};
+        }
+    }
+};
+const GidFields gid_fields;
+
+} // namespace
 
 ucs_config_field_t md_config_table[] = {
     {"", "", nullptr, offsetof(MdConfig, super), UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},

@@ -2,6 +2,12 @@
 // configuration table (config_table.cpp, variables UCX_RC_ROCE_<NAME>, shown by `ucx_info -c`)
 // and the Markdown table printed by `roce_config_doc` for the README.
 //
+// Two parts: ROCE_IFACE_CONFIG below (typed UCX fields), then the GID and traffic-class settings,
+// whose one table is gid::gid_config_vars (src/gid/config.hpp: name, default, valid choices,
+// documentation). Those enter UCX's table as strings (IfaceConfig::gid, in table order) and are
+// parsed at iface open by gid::parse_gid_config, whose errors are one line naming the setting
+// and the valid choices.
+//
 // X(field, c_type, NAME, default, TYPE, doc)
 //   field   member of roce::uct::IfaceConfig
 //   c_type  its C type; must match what the UCX parser of TYPE writes
@@ -9,6 +15,10 @@
 //           DOUBLE: double, BOOL: int, ULONG: unsigned long, LOG_LEVEL: ucs_log_level_t enum,
 //           ULUNITS: size_t, "auto" = UCS_ULUNITS_AUTO)
 #pragma once
+
+#include <iterator>
+
+#include "gid/config.hpp"
 
 #define ROCE_IFACE_CONFIG(X)                                                                   \
     X(mtu, unsigned, "MTU", "4096", UINT,                                                      \
@@ -31,8 +41,6 @@
       "(max_bcopy/max_zcopy) and the bcopy PUT/GET sizes.")                                    \
     X(rx_queue_len, unsigned, "RX_QUEUE_LEN", "1024", UINT,                                    \
       "Received messages not yet handed to UCX before the responder answers with RNR NAK.")   \
-    X(traffic_class, unsigned, "TRAFFIC_CLASS", "0", UINT,                                     \
-      "IP TOS / IPv6 traffic class byte of every packet (DSCP << 2 | ECN).")                   \
     X(port, unsigned, "PORT", "0", UINT,                                                       \
       "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
       "processes or interfaces share a host address).")                                        \
@@ -57,12 +65,10 @@
       "ICRC check must drop the packet).")                                                     \
     X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
       "Seed of the fault-injection random generator (reproducible runs).")                     \
-    X(gid_index, size_t, "GID_INDEX", "auto", ULUNITS,                                         \
-      "Verbs devices (e.g. rxe0:1): GID table index of the local address; auto selects the "  \
-      "first RoCE v2 GID with an IPv4 address, else IPv6.")                                    \
-    X(verbs_ack_timeout, unsigned, "VERBS_ACK_TIMEOUT", "14", UINT,                            \
-      "Verbs devices: the HCA's local ACK timeout, 4.096 us * 2^N (0..31; 14 = 67 ms). The "   \
-      "HCA retransmits by itself, so TIMEOUT applies to the userspace device only.")          \
+    X(verbs_ack_timeout, unsigned, "VERBS_ACK_TIMEOUT", "18", UINT,                            \
+      "Verbs devices: the HCA's local ACK timeout, 4.096 us * 2^N (0..31; 18 = 1.07 s, as "    \
+      "UCX's rc_verbs default; rxe under load fires spurious retries at 14 = 67 ms). The HCA " \
+      "retransmits by itself, so TIMEOUT applies to the userspace device only.")              \
     X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
       "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
       "so UCX_LOG_LEVEL must allow them too.")
@@ -83,5 +89,19 @@ struct ConfigDoc {
 #define ROCE_CONFIG_DOC_ENTRY(_field, _ctype, _name, _dfl, _type, _doc) {_name, _dfl, #_type, _doc},
 inline constexpr ConfigDoc config_doc[] = {ROCE_IFACE_CONFIG(ROCE_CONFIG_DOC_ENTRY)};
 #undef ROCE_CONFIG_DOC_ENTRY
+
+// The GID and traffic-class settings, after config_doc in UCX's table and in the README.
+inline constexpr auto& gid_config_doc = gid::gid_config_vars;
+inline constexpr size_t n_gid_settings = std::size(gid::gid_config_vars);
+
+// UCX wants C strings: every field of the gid table must be a whole literal (NUL right after it).
+constexpr bool is_c_string(std::string_view v) { return v.data()[v.size()] == '\0'; }
+constexpr bool gid_table_is_c_strings() {
+    for (const auto& v : gid::gid_config_vars)
+        if (!is_c_string(v.name) || !is_c_string(v.dfl) || !is_c_string(v.choices) || !is_c_string(v.doc))
+            return false;
+    return true;
+}
+static_assert(gid_table_is_c_strings());
 
 } // namespace roce::uct

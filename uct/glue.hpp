@@ -24,6 +24,7 @@ extern "C" {
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,7 @@ ucs_status_t exception_status(const char* where) noexcept;
 struct IfaceConfig {
     uct_iface_config_t super;
     ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_DECL)
+    char* gid[n_gid_settings];   // gid::gid_config_vars values, in table order (UCX strings)
 };
 #undef ROCE_CONFIG_FIELD_DECL
 
@@ -242,10 +244,18 @@ ucs_status_t query_tl_devices(uct_md_h md, uct_tl_device_resource_t** devices_p,
 ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t* params,
                         const uct_iface_config_t* config, uct_iface_h* iface_p) noexcept;
 unsigned iface_progress(uct_iface_h tl_iface) noexcept;
+// The GID and traffic-class settings of an iface configuration (IfaceConfig::gid), parsed and
+// cross-checked; `err` is one line naming the setting and the valid choices.
+Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err);
+// The same settings from the environment (UCX_RC_ROCE_*), for the device lists: a device on which
+// they leave nothing to choose is not listed (unless that would leave none: opening one then
+// explains why). nullopt when they do not parse (iface open reports it).
+std::optional<gid::GidConfig> gid_settings_from_env();
 // iface_verbs.cpp: rc_roce on an RDMA device's RoCE port (verbs backend).
 std::vector<std::string> verbs_tl_devices(const Md& md);
 // Opens iface.dev on tl_dev ("rxe0:1") and sets iface.mtu, sq_depth, max_msg.
-ucs_status_t open_verbs_device(const IfaceConfig& config, Md& md, const char* tl_dev, Iface& iface);
+ucs_status_t open_verbs_device(const IfaceConfig& config, const gid::GidConfig& gid_cfg, Md& md,
+                               const char* tl_dev, Iface& iface);
 void verbs_perf_estimate(const Iface& iface, uct_iface_attr_t* attr);
 // Peer's wire address from its device and interface addresses.
 sw::WireAddr peer_wire_addr(const uct_device_addr_t* dev_addr, const uct_iface_addr_t* iface_addr);

@@ -14,6 +14,8 @@
 #include <functional>
 
 #include "common/log.hpp"
+#include "gid/synth.hpp"
+#include "gid/traffic_class.hpp"
 
 namespace roce::uct {
 namespace {
@@ -445,8 +447,29 @@ uct_iface_ops_t iface_ops = {
     .iface_is_reachable = iface_is_reachable,
 };
 
+// UCP's rendezvous threshold weighs eager (AM) against rendezvous (RDMA READ/WRITE) by their
+// bandwidths, and both are this iface's. But the eager path copies every fragment twice more
+// than rendezvous does (into the responder's reassembly or receive buffer, then UCP's copy to
+// the user buffer), while RDMA moves data between registered buffers. That cost is reported as
+// per-fragment send overhead of AM operations; without it UCP computes a threshold of several
+// MB and moves 1 MB messages as eager fragments (measured: 35% less bandwidth than rendezvous).
+constexpr double eager_copy_bw = 6e9;   // memcpy of a cached fragment, bytes/s (2-core VM)
+
+ucs_status_t iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t* perf_attr) noexcept {
+    ucs_status_t status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if (status != UCS_OK || !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ||
+        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD)) {
+        return status;
+    }
+    if (perf_attr->operation == UCT_EP_OP_AM_BCOPY || perf_attr->operation == UCT_EP_OP_AM_ZCOPY) {
+        perf_attr->send_pre_overhead += 2.0 * static_cast<double>(to_iface(tl_iface)->max_msg) /
+                                        eager_copy_bw;
+    }
+    return UCS_OK;
+}
+
 uct_iface_internal_ops_t iface_internal_ops = {
-    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_estimate_perf = iface_estimate_perf,
     .iface_vfs_refresh = [](uct_iface_h) noexcept {},
     .ep_query = [](uct_ep_h, uct_ep_attr_t*) noexcept { return UCS_ERR_UNSUPPORTED; },
     .ep_invalidate = [](uct_ep_h, unsigned) noexcept { return UCS_ERR_UNSUPPORTED; },
@@ -514,7 +537,6 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.ack_coalesce = c.ack_coalesce;
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
     dc.recv_queue_len = c.rx_queue_len;
-    dc.traffic_class = static_cast<uint8_t>(c.traffic_class);
     dc.progress_thread = c.progress_thread != 0;
     dc.idle_takeover_us = static_cast<uint32_t>(c.idle_takeover * 1e6);
     dc.gso = c.gso != 0;
@@ -537,10 +559,6 @@ ucs_status_t validate_config(const IfaceConfig& c) {
         ucs_error("rc_roce: UCX_RC_ROCE_PORT=%u is not a UDP port", c.port);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (c.traffic_class > 255) {
-        ucs_error("rc_roce: UCX_RC_ROCE_TRAFFIC_CLASS=%u does not fit a byte", c.traffic_class);
-        return UCS_ERR_INVALID_PARAM;
-    }
     if (c.max_recv_msg < 256 || c.max_recv_msg > (1ul << 30)) {
         ucs_error("rc_roce: UCX_RC_ROCE_MAX_RECV_MSG=%zu out of range [256, 1G]", c.max_recv_msg);
         return UCS_ERR_INVALID_PARAM;
@@ -556,6 +574,87 @@ ucs_status_t validate_config(const IfaceConfig& c) {
         }
     }
     return UCS_OK;
+}
+
+// The userspace device on netdev `d`: the GID policy's choice among the netdev's addresses (a
+// synthesised table: its own and its VLAN devices' addresses) replaces d's first address, and
+// the traffic class is resolved from the settings (there is no device default).
+ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConfig& dc) {
+    gid::NetModel net;
+    gid::IpAddr ip;
+    gid::Selection sel;
+    std::string err;
+    Status s = gid::load_net_model(gid::SysRoot("/"), net, err);
+    if (s == Status::ok) {
+        s = gid::choose_netdev_address(net, d.name, g, ip, err, &sel);
+    }
+    if (s != Status::ok) {
+        ucs_error("rc_roce: %s: %s", d.name.c_str(), err.c_str());
+        return s == Status::invalid_param ? UCS_ERR_INVALID_PARAM : UCS_ERR_NO_DEVICE;
+    }
+    std::memset(d.ip, 0, sizeof(d.ip));
+    if (ip.family() == gid::Family::inet) {
+        d.family = AF_INET;
+        std::memcpy(d.ip, ip.b.data() + 12, 4);
+        d.loopback = d.ip[0] == 127;
+    } else {
+        d.family = AF_INET6;
+        std::memcpy(d.ip, ip.b.data(), 16);
+        d.loopback = IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(d.ip));
+    }
+    dc.ip = ip.str();
+    const gid::TrafficClass tc = gid::resolve_traffic_class(g, std::nullopt);
+    dc.traffic_class = tc.tos;
+    dc.traffic_class_source = static_cast<uint8_t>(tc.tos_source);
+    dc.priority = tc.priority;
+    dc.priority_source = static_cast<uint8_t>(tc.priority_source);
+    dc.cnp_traffic_class = gid::cnp_class(g, tc).tos;
+    ucs_info("rc_roce: %s: address %s (entry %u: %s); traffic class %s", d.name.c_str(), dc.ip.c_str(),
+             *sel.index, sel.reason.c_str(), tc.str().c_str());
+    return UCS_OK;
+}
+
+} // namespace
+
+Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err) {
+    std::vector<std::pair<std::string, std::string>> settings;
+    for (size_t i = 0; i < n_gid_settings; ++i) {
+        settings.emplace_back(std::string(gid::gid_config_vars[i].name),
+                              config.gid[i] != nullptr ? config.gid[i] : "");
+    }
+    return gid::parse_gid_config(settings, out, err);
+}
+
+std::optional<gid::GidConfig> gid_settings_from_env() {
+    gid::GidConfig cfg;
+    std::string err;
+    if (gid::gid_config_from_env(cfg, err) != Status::ok) {
+        return std::nullopt;
+    }
+    return cfg;
+}
+
+namespace {
+
+// Netdevs listed as rc_roce devices: those with an address the GID settings accept.
+std::vector<Netdev> usable_netdevs() {
+    std::vector<Netdev> all = list_netdevs();
+    const std::optional<gid::GidConfig> cfg = gid_settings_from_env();
+    gid::NetModel net;
+    std::string err;
+    if (!cfg || gid::load_net_model(gid::SysRoot("/"), net, err) != Status::ok) {
+        return all;
+    }
+    std::vector<Netdev> usable;
+    for (const Netdev& d : all) {
+        gid::IpAddr ip;
+        if (gid::choose_netdev_address(net, d.name, *cfg, ip, err) == Status::ok) {
+            usable.push_back(d);
+        } else {
+            ucs_debug("rc_roce: not listing %s: %s", d.name.c_str(), err.c_str());
+        }
+    }
+    return usable.empty() ? all : usable;
 }
 
 } // namespace
@@ -581,7 +680,7 @@ ucs_status_t query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices
         if (md->is_verbs()) {
             names = verbs_tl_devices(*md);
         } else {
-            for (const Netdev& d : list_netdevs()) {
+            for (const Netdev& d : usable_netdevs()) {
                 names.push_back(d.name);
             }
         }
@@ -621,6 +720,12 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
         if (status != UCS_OK) {
             return status;
         }
+        gid::GidConfig gid_cfg;
+        std::string gid_err;
+        if (gid_settings(config, gid_cfg, gid_err) != Status::ok) {
+            ucs_error("rc_roce: %s", gid_err.c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
 
         const char* dev_name = params->mode.device.dev_name;
         Md* md = reinterpret_cast<Md*>(tl_md);
@@ -655,7 +760,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             iface->md = md;
             iface->dev_name = dev_name;
             if (md->is_verbs()) {
-                status = open_verbs_device(config, *md, dev_name, *iface);   // logs why not
+                status = open_verbs_device(config, gid_cfg, *md, dev_name, *iface);   // logs why not
                 if (status != UCS_OK) {
                     return fail(status);
                 }
@@ -666,8 +771,13 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
                 std::memcpy(gid_ip.ip, a.ip, sizeof(gid_ip.ip));
                 iface->dev_addr_len = pack_dev_addr(gid_ip, true, iface->dev_addr);
             } else {
-                iface->dev_addr_len = pack_dev_addr(*it, false, iface->dev_addr);
-                sw::DeviceConfig dc = device_config(config, *it);
+                Netdev nd = *it;
+                sw::DeviceConfig dc = device_config(config, nd);
+                status = apply_gid_policy(gid_cfg, nd, dc);   // logs why not
+                if (status != UCS_OK) {
+                    return fail(status);
+                }
+                iface->dev_addr_len = pack_dev_addr(nd, false, iface->dev_addr);
                 std::unique_ptr<sw::Device> dev;
                 Status s = sw::Device::open(dc, md->sw_pd, dev);
                 if (s != Status::ok) {

@@ -6,21 +6,34 @@
 #include <algorithm>
 #include <cmath>
 
+#include "verbs/gid_choice.hpp"
 #include "verbs/ports.hpp"
 
 namespace roce::uct {
 
 std::vector<std::string> verbs_tl_devices(const Md& md) {
-    std::vector<std::string> out;
+    std::vector<std::string> all, usable;
+    const std::optional<gid::GidConfig> cfg = gid_settings_from_env();
     for (const verbs::RocePort& p : verbs::list_roce_ports()) {
-        if (p.dev_name == md.rdma_dev && p.name().size() < UCT_DEVICE_NAME_MAX) {
-            out.push_back(p.name());
+        if (p.dev_name != md.rdma_dev || p.name().size() >= UCT_DEVICE_NAME_MAX) {
+            continue;
+        }
+        all.push_back(p.name());
+        verbs::GidContext ctx;
+        verbs::GidChoice choice;
+        std::string err;
+        if (cfg && verbs::load_gid_context(p.dev_name, p.port, *cfg, ctx, err) == Status::ok &&
+            verbs::choose_gid(ctx, nullptr, {}, choice, err) == Status::ok) {
+            usable.push_back(p.name());
+        } else {
+            ucs_debug("rc_roce: not listing %s: %s", p.name().c_str(), err.c_str());
         }
     }
-    return out;
+    return usable.empty() ? all : usable;
 }
 
-ucs_status_t open_verbs_device(const IfaceConfig& c, Md& md, const char* tl_dev, Iface& iface) {
+ucs_status_t open_verbs_device(const IfaceConfig& c, const gid::GidConfig& gid_cfg, Md& md, const char* tl_dev,
+                               Iface& iface) {
     verbs::RocePort port;
     if (!verbs::parse_port_name(tl_dev, port) || port.dev_name != md.rdma_dev) {
         ucs_error("rc_roce: '%s' is not a port of RDMA device %s (expected %s:<port>)", tl_dev,
@@ -35,13 +48,7 @@ ucs_status_t open_verbs_device(const IfaceConfig& c, Md& md, const char* tl_dev,
     verbs::DeviceConfig dc;
     dc.dev_name = port.dev_name;
     dc.port = port.port;
-    if (c.gid_index != UCS_ULUNITS_AUTO) {
-        if (c.gid_index > 255) {
-            ucs_error("rc_roce: UCX_RC_ROCE_GID_INDEX=%zu is not a GID table index", c.gid_index);
-            return UCS_ERR_INVALID_PARAM;
-        }
-        dc.gid_index = static_cast<int>(c.gid_index);
-    }
+    dc.gid = gid_cfg;   // GID choice per peer and traffic class: the backend applies the policy
     dc.mtu = c.mtu;
     dc.sq_depth = c.tx_queue_len;
     dc.max_rd_atomic = c.max_rd_atomic;
@@ -49,7 +56,6 @@ ucs_status_t open_verbs_device(const IfaceConfig& c, Md& md, const char* tl_dev,
     dc.rnr_retry = std::min(c.rnr_retry, 7u);
     dc.ack_timeout = static_cast<uint8_t>(c.verbs_ack_timeout);
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
-    dc.traffic_class = static_cast<uint8_t>(c.traffic_class);
 
     std::unique_ptr<verbs::Device> dev;
     Status s = verbs::Device::open(dc, md.verbs_pd, dev);

@@ -17,7 +17,8 @@ if(ROCE_RXE_TESTS)
       "ROCE_BUILD_DIR=${CMAKE_BINARY_DIR}"
       "ROCE_RXE_WORK=${CMAKE_BINARY_DIR}/rxe-guest")
 
-  # One guest boot (~15 s) runs the whole batch: verbs sanity, UCX rc_verbs/ud_verbs baselines, MPI.
+  # One guest boot (~15 s) runs the whole batch: verbs sanity, UCX rc_verbs/ud_verbs baselines, MPI,
+  # rc_roce on rxe0, and the userspace device against a kernel rxe QP (interop).
   add_test(NAME rxe.suite
            COMMAND bash ${_rxe_dir}/run-in-guest.sh ${_rxe_dir}/tests/suite.sh)
   set_tests_properties(rxe.suite PROPERTIES

@@ -1,6 +1,7 @@
 // GID and traffic-class settings, UCX style (UCX_RC_ROCE_<NAME>). The table below is the one
 // place a setting's name, default, valid choices and documentation are written: the parser, the
-// error messages and (later) the UCX config table and README all read it.
+// error messages, roce_doctor, UCX's config table (uct/config_table.cpp, `ucx_info -c`) and the
+// README's table (roce_config_doc) all read it. Entries must be plain string literals.
 //
 // Every error is one line: "UCX_RC_ROCE_<NAME>=<value>: <problem>; valid: <choices>".
 #pragma once
@@ -29,11 +30,15 @@ struct ConfigVar {
 
 inline constexpr ConfigVar gid_config_vars[] = {
     {"GID_INDEX", "auto", "auto or a GID table index",
-     "GID table index to use; auto selects per peer: RoCE v2 over v1, the address family and subnet "
-     "that reach the peer, never an unused, down or stale entry."},
+     "GID table index of the local address (RDMA devices: the port's sysfs table; the userspace device: "
+     "the table synthesised from its netdev's addresses; roce_doctor gid shows both). auto selects per "
+     "peer: RoCE v2 over v1, IPv4 over IPv6, global over link-local, an entry whose netdev reaches the "
+     "peer; never an unused, down, tunnel, bond-slave or stale entry."},
     {"ADDR_FAMILY", "auto", "auto, inet, inet6",
      "Address family of the GID; auto prefers IPv4 and falls back to IPv6."},
-    {"ROCE_VERSION", "auto", "auto, 1, 2", "RoCE version of the GID; auto prefers v2 (routable) over v1."},
+    {"ROCE_VERSION", "auto", "auto, 1, 2",
+     "RoCE version of the GID; auto prefers v2 (routable) over v1. rc_roce connects through rdma_cm "
+     "(RoCE v2) on RDMA devices and the userspace device speaks v2 only, so 1 is refused by both."},
     {"SUBNETS", "all", "all, or comma-separated CIDR prefixes (a leading ^ denies them)",
      "Only use GIDs whose address is inside (or, with ^, outside) these subnets."},
     {"REACHABILITY", "route", "route, local_subnet, all",
@@ -41,13 +46,19 @@ inline constexpr ConfigVar gid_config_vars[] = {
     {"GID_NETDEV", "auto", "auto or a netdev listed in the GID table",
      "Only use GIDs of this netdev (e.g. a VLAN or bond device)."},
     {"TRAFFIC_CLASS", "auto", "auto or 0..255 (the whole ToS byte, DSCP<<2|ECN)",
-     "IP ToS / IPv6 traffic class; auto: DSCP and ECN settings, else the device's tc/<port>/traffic_class, "
-     "else DSCP 26 with ECT(0) (106)."},
+     "IP ToS / IPv6 traffic class of data packets. auto: DSCP and ECN if set, else the device's "
+     "tc/<port>/traffic_class, else 106 (DSCP 26 with ECT(0): UCX's rc_verbs and NCCL default, so mixed "
+     "jobs share one class and switches can ECN-mark). Exchanged at connection setup: a class configured "
+     "on one side only is used in both directions."},
     {"DSCP", "auto", "auto or 0..63", "DSCP of data packets (the ECN bits come from ECN)."},
     {"ECN", "auto", "auto, ect0, ect1, off",
      "ECN field of data packets; auto is ECT(0) so switches mark instead of drop and congestion control works."},
-    {"PRIORITY", "auto", "auto or 0..7", "802.1p priority (PCP) for PFC; auto is 0 unless the peer asks for another."},
-    {"CNP_DSCP", "48", "0..63", "DSCP of the congestion notification packets the userspace device sends."},
+    {"PRIORITY", "auto", "auto or 0..7",
+     "802.1p priority (PCP) for PFC, the service level of RDMA devices' QPs; auto is 0 unless the peer "
+     "configured another. The userspace device only advertises it (a UDP socket cannot tag per packet)."},
+    {"CNP_DSCP", "48", "0..63",
+     "DSCP of the congestion notification packets of the userspace device (sent Not-ECT, at the data "
+     "priority; the device sends no CNPs yet)."},
 };
 
 enum class Reachability : uint8_t { route, local_subnet, all };

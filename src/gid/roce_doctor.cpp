@@ -1,12 +1,17 @@
-// roce_doctor: diagnostics for RoCE setups. First subcommand, `gid`: prints each RoCE port's GID
-// table, the entry chosen per peer (or per local subnet when no peer is given) and why every
-// other entry was rejected, and the traffic class that would be used.
+// roce_doctor: diagnostics for RoCE setups.
+//   `gid`: prints each RoCE port's GID table, the entry chosen per peer (or per local subnet when
+//   no peer is given) and why every other entry was rejected, and the traffic class that would
+//   be used.
+//   `wire`: reads a packet capture (tcpdump -w / dumpcap -P) and prints, per RoCEv2 flow, the
+//   traffic class its packets really carried: what the switches see.
 //
 //   roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... [--set NAME=VALUE]...
+//   roce_doctor wire FILE.pcap
 //
 // --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
 // system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
 // environment, then --set. --netdev shows the table the userspace device synthesises for IF.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +27,7 @@
 #include "gid/select.hpp"
 #include "gid/synth.hpp"
 #include "gid/traffic_class.hpp"
+#include "wire/pcap.hpp"
 
 using namespace roce::gid;
 using roce::Status;
@@ -36,8 +42,51 @@ int usage(FILE* f) {
                  "  and why each other entry was rejected, and the traffic class.\n"
                  "  NAME is a UCX_RC_ROCE_ setting without the prefix:");
     for (const auto& v : gid_config_vars) std::fprintf(f, " %.*s", int(v.name.size()), v.name.data());
-    std::fprintf(f, "\n");
+    std::fprintf(f,
+                 "\n"
+                 "usage: roce_doctor wire FILE.pcap\n"
+                 "  One line per RoCEv2 flow (UDP port 4791) of the capture and traffic class:\n"
+                 "  flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E  (KIND: rc, uc, ud, cnp, other)\n");
     return f == stderr ? 2 : 0;
+}
+
+// `roce_doctor wire FILE`: the traffic class each RoCEv2 flow of a capture carried.
+int wire_main(int argc, char** argv) {
+    if (argc != 3 || argv[2][0] == '-') return usage(argc == 3 && !std::strcmp(argv[2], "--help") ? stdout : stderr);
+    std::vector<roce::wire::PcapFrame> frames;
+    std::string err;
+    if (roce::wire::read_pcap(argv[2], frames, err) != Status::ok) {
+        std::fprintf(stderr, "error: %s: %s\n", argv[2], err.c_str());
+        return 1;
+    }
+    static const char* const ecn_names[] = {"not-ect", "ect1", "ect0", "ce"};
+    // (src, dst, kind, tos) -> packets, in order of first appearance.
+    std::vector<std::pair<std::string, unsigned>> flows;
+    for (const auto& f : frames) {
+        if (f.ip.dst_port != 4791 || f.udp_payload.empty()) continue;
+        const uint8_t op = f.udp_payload[0];
+        const char* kind = op == 0x81 ? "cnp" : op < 0x20 ? "rc" : op < 0x40 ? "uc" : (op >= 0x60 && op < 0x80) ? "ud" : "other";
+        IpAddr src, dst;
+        if (f.ip.ipv6) {
+            src = IpAddr::from_bytes(f.ip.src_ip);
+            dst = IpAddr::from_bytes(f.ip.dst_ip);
+        } else {
+            src = IpAddr::v4(uint32_t(f.ip.src_ip[0]) << 24 | uint32_t(f.ip.src_ip[1]) << 16 | uint32_t(f.ip.src_ip[2]) << 8 | f.ip.src_ip[3]);
+            dst = IpAddr::v4(uint32_t(f.ip.dst_ip[0]) << 24 | uint32_t(f.ip.dst_ip[1]) << 16 | uint32_t(f.ip.dst_ip[2]) << 8 | f.ip.dst_ip[3]);
+        }
+        const std::string key = "flow " + src.str() + " -> " + dst.str() + " " + kind + " tos=" + std::to_string(f.tos) +
+                                " dscp=" + std::to_string(f.tos >> 2) + " ecn=" + ecn_names[f.tos & 3];
+        auto it = std::find_if(flows.begin(), flows.end(), [&](const auto& x) { return x.first == key; });
+        if (it == flows.end()) flows.emplace_back(key, 1);
+        else ++it->second;
+    }
+    for (const auto& [key, n] : flows) {
+        // "flow A -> B rc packets=N tos=..." : the count goes after the kind.
+        const auto tos = key.find(" tos=");
+        std::printf("%s packets=%u%s\n", key.substr(0, tos).c_str(), n, key.substr(tos).c_str());
+    }
+    if (flows.empty()) std::printf("no RoCEv2 packets (UDP port 4791) in %s (%zu frames)\n", argv[2], frames.size());
+    return 0;
 }
 
 struct Options {
@@ -95,8 +144,9 @@ bool report_port(const PortInfo& port, const NetModel& net, const GidConfig& cfg
 int main(int argc, char** argv) {
     if (argc < 2) return usage(stderr);
     if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) return usage(stdout);
+    if (!std::strcmp(argv[1], "wire")) return wire_main(argc, argv);
     if (std::strcmp(argv[1], "gid") != 0) {
-        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid\n", argv[1]);
+        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire\n", argv[1]);
         return 2;
     }
     Options opt;

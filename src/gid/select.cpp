@@ -338,6 +338,10 @@ Selection select_gid(const PortInfo& port, const NetModel& net, const GidConfig&
         } else if (peer.empty()) {
             sel.status = Status::no_device;
             sel.error = "no usable GID on " + where + ": " + detail;
+            // Name the setting that excluded entries (the reasons carry UCX_RC_ROCE_<NAME>).
+            const auto ex = std::find_if(sel.entries.begin(), sel.entries.end(),
+                                         [](const Candidate& c) { return c.verdict == Verdict::excluded; });
+            if (ex != sel.entries.end()) sel.error += " (entry " + std::to_string(ex->index) + ": " + ex->why + ")";
         } else {
             sel.status = Status::unreachable;
             sel.error = "no GID of " + where + " reaches peer " + peer_label(peer) + ": " + detail;

@@ -31,4 +31,27 @@ PortInfo synthesize_port(const NetModel& net, std::string_view netdev) {
     return port;
 }
 
+Status choose_netdev_address(const NetModel& net, std::string_view netdev, const GidConfig& cfg, IpAddr& out,
+                             std::string& err, Selection* sel_out) {
+    if (cfg.version == RoceVersion::v1) {
+        err = config_error("ROCE_VERSION", "1", "the userspace device sends RoCE v2 (UDP) only", "auto, 2");
+        return Status::invalid_param;
+    }
+    const PortInfo port = synthesize_port(net, netdev);
+    if (Status s = check_gid_config(cfg, port, err); s != Status::ok) return s;
+    Selection sel = select_gid(port, net, cfg);
+    Status st = sel.status;
+    if (st != Status::ok) {
+        err = sel.error;
+    } else if (port.gids[*sel.index].ip().is_link_local()) {
+        err = "only link-local addresses on " + std::string(netdev) +
+              " qualify; the userspace device needs an address without a scope (" + sel.reason + ")";
+        st = Status::no_device;
+    } else {
+        out = port.gids[*sel.index].ip();
+    }
+    if (sel_out) *sel_out = std::move(sel);
+    return st;
+}
+
 } // namespace roce::gid

@@ -23,6 +23,8 @@ void encode(const Msg& m, uint8_t* out) {
     be::store32(out + 20, m.dst_qpn);
     be::store32(out + 24, m.start_psn);
     be::store32(out + 28, m.mtu);
+    out[32] = m.has_tc ? 1 : 0;
+    std::memcpy(out + 33, m.tc.data(), m.tc.size());
 }
 
 bool decode(std::span<const uint8_t> in, Msg& m) {
@@ -43,6 +45,8 @@ bool decode(std::span<const uint8_t> in, Msg& m) {
     m.dst_qpn = be::load32(p + 20);
     m.start_psn = be::load32(p + 24) & wire::psn_mask;
     m.mtu = be::load32(p + 28);
+    m.has_tc = p[32] & 1;
+    std::memcpy(m.tc.data(), p + 33, m.tc.size());
     return m.src_qpn >= 2 && m.src_qpn <= wire::psn_mask && m.dst_qpn <= wire::psn_mask;
 }
 
@@ -92,6 +96,7 @@ void DeviceImpl::cm_send_req(Qp& qp) {
     m.src_qpn = qp.qpn;
     m.start_psn = qp.sq_start_psn;
     m.mtu = qp.mtu;
+    cm_put_tc(m);
     cm_send(qp.peer, m);
     qp.cm_deadline_ns = now_ns() + qp.cm_timeout_ns;
 }
@@ -166,6 +171,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             qp->epsn = m.start_psn;
             qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
             qp->state = QpState::rts;
+            cm_take_tc(*qp, m);
             passive_[key] = qp->qpn;
             ROCE_DEBUG("cm: passive qp 0x%x for %s qp 0x%x", qp->qpn, src.to_string().c_str(), m.src_qpn);
         }
@@ -176,6 +182,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
         rep.dst_qpn = m.src_qpn;
         rep.start_psn = qp->sq_start_psn;
         rep.mtu = qp->mtu;
+        cm_put_tc(rep);
         cm_send(src, rep);
         return;
     }
@@ -189,6 +196,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             return;
         qp->dest_qpn = m.src_qpn;
         qp->mtu = std::min(qp->mtu, m.mtu);
+        cm_take_tc(*qp, m);
         qp->epsn = m.start_psn;
         qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
         qp->state = QpState::rts;
@@ -207,7 +215,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
     }
     case cm::MsgType::dreq: {
         Qp* qp = find_qp(m.dst_qpn);
-        if (!qp || !(qp->peer == src) || qp->dest_qpn != m.src_qpn || qp->conn_id != m.conn_id)
+        if (!qp || qp->manual || !(qp->peer == src) || qp->dest_qpn != m.src_qpn || qp->conn_id != m.conn_id)
             return;
         ROCE_DEBUG("cm: peer %s closed qp 0x%x", src.to_string().c_str(), qp->qpn);
         if (qp->passive) {

@@ -5,12 +5,16 @@
 //    8  connection id (64, random nonce of the active side)
 //   16  source QPN (32)           20  destination QPN (32, 0 in REQ)
 //   24  start PSN of the sender's send queue (32)
-//   28  path MTU (32)             32  reserved (64)
+//   28  path MTU (32)             32  flags (8): bit 0 = traffic class present
+//   33  traffic class (32, REQ and REP: gid::TcAdvert, ToS | priority | ToS source | prio source)
+//   37  reserved (24)
 // Handshake: REQ (retransmitted until answered) -> REP. The passive side is ready when it sends
 // REP; the active side when it receives it (implicit RTU). A duplicate REQ gets the same REP.
+// Both sides use the traffic class negotiated from the two adverts (tc.cpp; no advert: the local).
 // DREQ tells the peer a QP is gone (its QP flushes); it is sent twice and not answered.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -31,6 +35,8 @@ struct Msg {
     uint32_t dst_qpn = 0;
     uint32_t start_psn = 0;
     uint32_t mtu = 0;
+    bool has_tc = false;                  // tc holds the sender's traffic class (gid::TcAdvert)
+    std::array<uint8_t, 4> tc{};
 };
 
 void encode(const Msg& m, uint8_t* out);   // writes msg_size bytes

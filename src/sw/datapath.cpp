@@ -21,8 +21,9 @@ uint8_t* DeviceImpl::tx_slot() {
     return tx_[tx_n_].buf;
 }
 
-void DeviceImpl::tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen) {
+void DeviceImpl::tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos) {
     TxSlot& s = tx_[tx_n_++];
+    s.tos = tos;
     if (s.buf[0] != uint8_t(wire::Opcode::rc_ack))
         tx_has_data_ = true;
     s.len = len;
@@ -39,7 +40,7 @@ void DeviceImpl::emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payloa
                    payload.size());
         return;
     }
-    tx_commit(n, qp.peer_sa, qp.peer_salen);
+    tx_commit(n, qp.peer_sa, qp.peer_salen, qp.tos);
 }
 
 void DeviceImpl::tx_flush() {
@@ -55,6 +56,17 @@ void DeviceImpl::tx_flush() {
     in_flush_ = false;
 }
 
+// A packet whose ToS is not the socket's (a connection's negotiated class) carries it as IP_TOS /
+// IPV6_TCLASS ancillary data at `at`; returns the space used.
+static size_t put_tos_cmsg(uint8_t* at, int family, int tos) {
+    auto* cm = reinterpret_cast<cmsghdr*>(at);
+    cm->cmsg_level = family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6;
+    cm->cmsg_type = family == AF_INET ? IP_TOS : IPV6_TCLASS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &tos, sizeof(int));
+    return CMSG_SPACE(sizeof(int));
+}
+
 void DeviceImpl::tx_send_plain() {
     unsigned m = 0;
     auto add = [&](TxSlot& s) {
@@ -64,6 +76,11 @@ void DeviceImpl::tx_send_plain() {
         tx_msgs_[m].msg_hdr.msg_namelen = s.salen;
         tx_msgs_[m].msg_hdr.msg_iov = &tx_iov_[m];
         tx_msgs_[m].msg_hdr.msg_iovlen = 1;
+        if (s.tos >= 0) {   // indexed by slot: a duplicated packet shares its slot's buffer
+            uint8_t* c = tx_cmsg_[size_t(&s - tx_.data())].b;
+            tx_msgs_[m].msg_hdr.msg_control = c;
+            tx_msgs_[m].msg_hdr.msg_controllen = put_tos_cmsg(c, s.sa.ss_family, s.tos);
+        }
         st_.tx_packets++;
         st_.tx_bytes += s.len;
         ++m;
@@ -147,7 +164,7 @@ void DeviceImpl::tx_send_gso() {
         const size_t seg = first.len;
         const unsigned cap = std::min<unsigned>(max_segs, unsigned(65507 / seg));
         unsigned j = i + 1;
-        while (j < tx_n_ && j - i < cap && tx_[j].salen == first.salen &&
+        while (j < tx_n_ && j - i < cap && tx_[j].salen == first.salen && tx_[j].tos == first.tos &&
                std::memcmp(&tx_[j].sa, &first.sa, first.salen) == 0 && tx_[j].len <= seg) {
             const bool shorter = tx_[j].len < seg;
             ++j;
@@ -169,9 +186,14 @@ void DeviceImpl::tx_send_gso() {
             st_.tx_packets++;
             st_.tx_bytes += s.len;
         }
+        if (first.tos >= 0) {
+            mh.msg_control = tx_cmsg_[m].b;
+            mh.msg_controllen = put_tos_cmsg(tx_cmsg_[m].b + (n > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0),
+                                             first.sa.ss_family, first.tos);
+        }
         if (n > 1) {
             mh.msg_control = tx_cmsg_[m].b;
-            mh.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+            mh.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
             cmsghdr* cm = CMSG_FIRSTHDR(&mh);
             cm->cmsg_level = IPPROTO_UDP;
             cm->cmsg_type = UDP_SEGMENT;
@@ -201,25 +223,29 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
         st_.malformed++;
         return;
     }
+    // An IPv4 ID the ICRC matched is plausible when below max_plausible_ipv4_id (ours: 0, or the
+    // GSO segment number), or any ID when it comes to a QP whose peer numbers its packets (rxe,
+    // NICs: ManualPeer::any_ipv4_id).
     bool icrc_ok;
-    if (ip.ipv6) {
+    uint16_t id = 0;
+    if (ip.ipv6)
         icrc_ok = wire::icrc_verify(ip, data);
-    } else {
-        uint16_t id = 0;
-        icrc_ok = wire::icrc_verify_any_ipv4_id(ip, data, &id) && id < max_plausible_ipv4_id;
-        if (icrc_ok && id)
-            st_.rx_nonzero_ipv4_id++;
-    }
+    else
+        icrc_ok = wire::icrc_verify_any_ipv4_id(ip, data, &id);
+    Qp* qp = pkt.bth.dest_qp == 1 ? nullptr : find_qp(pkt.bth.dest_qp);
+    if (icrc_ok && id >= max_plausible_ipv4_id)
+        icrc_ok = qp && qp->any_ipv4_id && from_peer(*qp, src);
     if (!icrc_ok) {
         st_.icrc_errors++;
         return;
     }
+    if (id)
+        st_.rx_nonzero_ipv4_id++;
     if (pkt.bth.dest_qp == 1) {
         cm_packet(pkt, src);
         return;
     }
-    Qp* qp = find_qp(pkt.bth.dest_qp);
-    if (!qp || qp->state != QpState::rts || !(qp->peer == src)) {
+    if (!qp || qp->state != QpState::rts || !from_peer(*qp, src)) {
         st_.dropped_unknown_qp++;
         return;
     }

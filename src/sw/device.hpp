@@ -61,6 +61,15 @@ struct DeviceConfig {
     uint32_t max_recv_msg = 65536;     // largest SEND message the responder reassembles
     uint32_t recv_queue_len = 1024;    // undelivered messages before the responder sends RNR NAK
     uint8_t traffic_class = 0;         // whole IP TOS / IPv6 traffic class byte
+    // Traffic class negotiation (gid/traffic_class.hpp): how strongly this side holds
+    // traffic_class and priority (gid::TcSource: 0 builtin default, 1 device default, 2 configured).
+    // The CM REQ and REP carry each side's class and both directions of a connection use
+    // gid::negotiate_traffic_class of the two: a connection whose ToS differs from the socket's
+    // sends it per packet. The priority is only advertised (a UDP socket cannot tag per packet).
+    uint8_t traffic_class_source = 0;
+    uint8_t priority = 0;
+    uint8_t priority_source = 0;
+    uint8_t cnp_traffic_class = 48 << 2;   // ToS of congestion notifications (none are sent yet)
     bool progress_thread = true;       // passive-target progress (see above)
     uint32_t idle_takeover_us = 200;
     FaultConfig faults;
@@ -80,7 +89,8 @@ struct DeviceStats {
     uint64_t rnr_naks, timeouts, icrc_errors, malformed, dropped_unknown_qp;
     uint64_t faults_dropped, faults_duplicated, faults_reordered, faults_corrupted;
     uint64_t gso_sends, gro_datagrams;   // offload use: multi-segment sends / coalesced receives
-    uint64_t rx_nonzero_ipv4_id;         // packets whose ICRC matched a nonzero IPv4 ID (GSO segments)
+    uint64_t rx_nonzero_ipv4_id;         // packets whose ICRC matched a nonzero IPv4 ID (GSO segments;
+                                         // every packet of a ManualPeer that numbers them, e.g. rxe)
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its
@@ -93,12 +103,33 @@ public:
     // registered) and revoked by dereg.
 };
 
+// A QP connected by hand (connect_qp_manual) instead of through our CM: the parameters a verbs
+// application exchanges out of band and gives ibv_modify_qp for RTR/RTS (ibv_rc_pingpong's
+// QPN/PSN/GID), so a QP of a peer that does not speak our CM (kernel rxe, an RDMA NIC) can be the
+// other end. Both sides must agree: each one's sq_psn is the other's rq_psn, and the MTUs match.
+struct ManualPeer {
+    WireAddr addr;            // peer IP (same family as the device) + the UDP port it receives
+                              // RoCEv2 on: 4791 for rxe and NICs (and then our cfg.port is 4791 too)
+    uint32_t qpn = 0;         // the peer's QPN: our packets' BTH DestQP (2 .. 2^24-1)
+    uint32_t sq_psn = 0;      // first PSN we send (the peer's rq_psn), 24 bit
+    uint32_t rq_psn = 0;      // first PSN the peer sends (its sq_psn): our expected PSN, 24 bit
+    uint32_t mtu = 0;         // path MTU, must be the peer's (rxe: its port's active_mtu); 0 = cfg.mtu
+    // rxe (and RDMA NICs) send from a per-QP entropy source port (rxe: 0xC000 | hash), not from
+    // the port they receive on: accept the peer's packets from any UDP source port of its IP.
+    bool any_source_port = true;
+    // They also number their IPv4 packets (rxe: the kernel's per-destination IP ID counter), and
+    // the ICRC covers the ID, which a UDP socket does not show: accept any ID that makes the ICRC
+    // valid (a corrupted packet then passes with probability 2^-16 instead of ~2^-26; on a real
+    // link the Ethernet FCS checks too). Without it every rxe packet counts as an icrc_error.
+    bool any_ipv4_id = true;
+};
+
 // The RcDevice contract (common/rc_device.hpp) over a UDP socket. What it adds:
 //   * QPNs are 24 bit, never 0 or 1. connect_qp goes through the device's own connection
 //     manager (CM messages to the peer device's QP1, retransmitted until answered): the peer
 //     creates a passive QP connected back to this one. connect_qp's unreachable: the address
-//     family differs from the device's.
-//   * destroy_qp tells the peer. A passive QP (created for a peer's connect) is freed by the
+//     family differs from the device's. connect_qp_manual connects without it (ManualPeer).
+//   * destroy_qp tells the peer (of a CM-connected QP). A passive QP (created for a peer's connect) is freed by the
 //     device itself when its peer destroys its side; an active QP whose peer went away stays in
 //     error until destroyed.
 //   * A remote error completes every outstanding operation of the QP with that status.
@@ -107,6 +138,12 @@ public:
     // Binds the UDP socket. Errors: no_device (address not local / unparsable), io_error,
     // invalid_param (bad mtu etc.).
     static Status open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out);
+
+    // Connects a QP in reset by hand (no CM messages, see ManualPeer): it is in rts on return and
+    // the peer's QP must be in RTR before our first packet reaches it. destroy_qp then tells the
+    // peer nothing (nor do DREQs from it apply). Errors: invalid_param (unknown QP, not in reset,
+    // QPN/PSN out of range, bad MTU, port 0), unreachable (address family differs).
+    virtual Status connect_qp_manual(uint32_t qpn, const ManualPeer& peer) = 0;
 
     virtual const DeviceConfig& config() const = 0;
     virtual DeviceStats stats() const = 0;

@@ -7,11 +7,14 @@
 //   completer.cpp  ACK/NAK/RNR/READ response/atomic ACK -> in-order completions, RTT/RTO
 //   responder.cpp  inbound requests: PSN check, execute, NAK, replay of READ/atomic duplicates
 //   cm.cpp         QP1 connection manager (REQ/REP/DREQ/REJ)
+//   manual.cpp     connect_qp_manual: a QP connected from out-of-band parameters (rxe, NICs)
 //   pd.cpp, udp_socket.cpp, fault.cpp: MR table, socket, fault injection
 // No per-packet allocation: packets are built in place in tx slots and parsed in place in rx
 // buffers; bcopy'd payloads and received messages use pooled buffers. Per message there is one
 // copy on each side (user buffer -> tx slot, rx buffer -> MR or message buffer).
 #pragma once
+
+#include <algorithm>
 
 #include <atomic>
 #include <deque>
@@ -52,9 +55,14 @@ public:
     const DeviceConfig& config() const override { return cfg_; }
     DeviceStats stats() const override;
     std::string stats_text() const override;
+    // Capacity of the buffers the pool keeps (take_buf/give_buf): one SEND message, at most 1 MiB.
+    size_t pooled_buf_max() const {
+        return std::max<size_t>(64u << 10, std::min<size_t>(cfg_.max_recv_msg, 1u << 20) + 64);
+    }
 
     Status create_qp(uint32_t& qpn) override;
     Status connect_qp(uint32_t qpn, const WireAddr& peer) override;
+    Status connect_qp_manual(uint32_t qpn, const ManualPeer& peer) override;
     Status destroy_qp(uint32_t qpn) override;
     QpState qp_state(uint32_t qpn) const override;
 
@@ -85,7 +93,8 @@ public:
 
     // transmit
     uint8_t* tx_slot();
-    void tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen);
+    // tos >= 0: this packet's ToS differs from the socket's (a connection's negotiated class).
+    void tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos = -1);
     void tx_flush();
     // Builds and queues one packet to the QP's peer.
     void emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload);
@@ -107,7 +116,12 @@ public:
     void cm_send(const WireAddr& to, const cm::Msg& m);
     void cm_send_req(Qp& qp);
     void cm_timers(uint64_t now);
+    void cm_put_tc(cm::Msg& m) const;                 // tc.cpp: our class into a REQ/REP
+    void cm_take_tc(Qp& qp, const cm::Msg& m) const;  // tc.cpp: the connection's class from the peer's
     void set_peer(Qp& qp, const WireAddr& peer);
+    // Whether a packet from `src` may be the QP's peer (the source port counts unless the QP
+    // was connected with ManualPeer::any_source_port).
+    static bool from_peer(const Qp& qp, const WireAddr& src);
 
     uint32_t random32();
     void push_completion(const Completion& c);
@@ -149,6 +163,7 @@ public:
     struct TxSlot {
         size_t len;
         socklen_t salen;
+        int tos;   // -1: the socket's
         sockaddr_storage sa;
         alignas(64) uint8_t buf[max_datagram];
     };

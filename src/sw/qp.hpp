@@ -55,6 +55,9 @@ struct Qp {
     QpState state = QpState::reset;
     bool passive = false;            // created by the CM for a peer's REQ
     uint64_t conn_id = 0;            // CM connection identifier (nonce from the REQ)
+    bool manual = false;             // connected by connect_qp_manual: no CM messages
+    bool any_source_port = false;    // ManualPeer::any_source_port
+    bool any_ipv4_id = false;        // ManualPeer::any_ipv4_id
 
     // Addressing
     WireAddr peer{};
@@ -63,6 +66,7 @@ struct Qp {
     uint32_t dest_qpn = 0;
     uint32_t mtu = 4096;
     wire::IpContext tx_ip{};         // ICRC context of packets we send to the peer
+    int tos = -1;                    // negotiated ToS when it differs from the socket's (tc.cpp)
 
     // CM (active side): REQ retransmission
     uint64_t cm_deadline_ns = 0;
@@ -94,6 +98,7 @@ struct Qp {
     uint64_t probe_ns = 0;
     double srtt_ns = 0, rttvar_ns = 0;
     uint32_t sent_hi = 0;            // one past the highest PSN ever sent
+    uint32_t since_ackreq = 0;       // SEND/WRITE packets sent since the last one with AckReq
     uint32_t last_goback_psn = 0;
     uint64_t last_goback_ns = 0;
 

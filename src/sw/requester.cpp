@@ -1,6 +1,8 @@
 // Requester: turns work requests into packets (IBTA 9.7.1). PSNs are assigned when a WR first
 // goes out; go-back-N rewinds the cursor (send_idx, send_pkt) and re-sends with the same PSNs.
-// SEND/WRITE are segmented at the path MTU (RETH on WRITE FIRST/ONLY, AckReq on LAST/ONLY).
+// SEND/WRITE are segmented at the path MTU (RETH on WRITE FIRST/ONLY, AckReq on LAST/ONLY and
+// on every min(64, cwnd/2)-th packet: rxe, like other responders, acknowledges only packets that
+// ask for it, so a window of packets without AckReq would stall until the retransmission timer).
 // READs are issued as requests of at most read_chunk_pkts_ response packets at fixed chunk
 // boundaries, so a re-issued READ (from the first missing response, at VA + offset, as rxe does)
 // always lies inside one request the responder has seen. In-flight packets are limited to
@@ -112,7 +114,10 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
                 }
             }
             pkt.imm = w.imm;
-            pkt.bth.ack_req = last;
+            const uint32_t ackreq_every = std::clamp<uint32_t>(uint32_t(qp.cwnd) / 2, 1, 64);
+            pkt.bth.ack_req = last || ++qp.since_ackreq >= ackreq_every;
+            if (pkt.bth.ack_req)
+                qp.since_ackreq = 0;
             emit(qp, pkt, std::span<const uint8_t>(n ? w.src + off : nullptr, n));
             if (last) {
                 ++qp.send_idx;

@@ -184,6 +184,8 @@ struct Resp {
             if ((op == Opcode::rc_send_first && n != mtu) || n > cfg.max_recv_msg)
                 return nak(wire::nak_invalid_request);
             std::vector<uint8_t> b = dev.take_buf();
+            if (op == Opcode::rc_send_first)
+                b.reserve(dev.pooled_buf_max());   // no regrowth while the message reassembles
             b.assign(pkt.payload.begin(), pkt.payload.end());
             if (op == Opcode::rc_send_first) {
                 qp.rbuf = std::move(b);

@@ -181,6 +181,45 @@ TEST(GidSelectRxe, V2OnlyTableAndProcRoutes) {
     EXPECT_HAS(s.error, "no usable GID on rxe0 port 1");
 }
 
+// The rxe guest's own table once its gid group adds VLAN 100 (measured there, see make_fixtures.py):
+// the default stays the untagged RoCE v2 IPv4 entry; the VLAN entry is used for peers in the VLAN
+// subnet, or everywhere with GID_NETDEV / SUBNETS - what the guest then connects over.
+TEST(GidSelectRxeVlan, DefaultUntaggedVlanForItsSubnetOrByConfiguration) {
+    Host h("rxe_vlan");
+    const PortInfo port = h.port("rxe0");
+    Selection s = select_gid(port, h.net, config());
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(*s.index, 1u);
+    EXPECT_HAS(s.reason, "RoCE v2 IPv4 10.0.2.15 on eth0: best entry of the interface");
+    EXPECT_HAS(s.at(3).why, "equivalent to entry 1, which has the lower index");
+    EXPECT_HAS(s.at(2).why, "IPv6: entry 1 is IPv4");
+
+    s = select_gid(port, h.net, config(), peer("192.168.100.20"));
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(*s.index, 3u);
+    EXPECT_HAS(s.reason, "connected route 192.168.100.0/24 dev eth0.100");
+    EXPECT_HAS(s.at(1).why, "less specific (route default via 10.0.2.2 dev eth0)");
+
+    for (const auto& setting : std::vector<std::pair<std::string, std::string>>{{"GID_NETDEV", "eth0.100"},
+                                                                                {"SUBNETS", "192.168.100.0/24"}}) {
+        s = select_gid(port, h.net, config({setting}));
+        ASSERT_EQ(s.status, Status::ok) << s.error;
+        EXPECT_EQ(*s.index, 3u) << setting.first;
+        EXPECT_EQ(s.at(1).verdict, Verdict::excluded) << setting.first;
+        EXPECT_HAS(s.at(1).why, "UCX_RC_ROCE_" + setting.first);
+    }
+    // The loopback peer of the guest (its own VLAN address): reached on eth0.100 itself.
+    s = select_gid(port, h.net, config({{"GID_NETDEV", "eth0.100"}}), peer("192.168.100.15"));
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(*s.index, 3u);
+    EXPECT_HAS(s.reason, "peer on this host");
+    // IPv6 only: the slirp fec0:: entry, never the link-local ones.
+    s = select_gid(port, h.net, config({{"ADDR_FAMILY", "inet6"}}));
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(*s.index, 2u);
+    EXPECT_HAS(s.at(4).why, "link-local");
+}
+
 // ---------------------------------------------------------------- bond
 
 TEST(GidSelectBond, SlaveEntriesAreNeverUsed) {

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gid/select.hpp"
 #include "gid/synth.hpp"
@@ -70,6 +73,39 @@ TEST(GidSynth, LeavesOutDadFailedAddresses) {
     EXPECT_EQ(port.gids[1].ip().str(), "2001:db8:10::5");
 }
 
+// The address the userspace device binds: the same policy over the synthesised table.
+TEST(GidSynth, UserspaceDeviceAddress) {
+    NetModel net;
+    std::string err;
+    ASSERT_EQ(load_net_model(SysRoot(fixtures + "/rxe_vlan"), net, err), Status::ok) << err;
+    auto cfg = [](std::vector<std::pair<std::string, std::string>> s) {
+        GidConfig c;
+        std::string e;
+        EXPECT_EQ(parse_gid_config(s, c, e), Status::ok) << e;
+        return c;
+    };
+    IpAddr ip;
+    Selection sel;
+    ASSERT_EQ(choose_netdev_address(net, "eth0", GidConfig{}, ip, err, &sel), Status::ok) << err;
+    EXPECT_EQ(ip.str(), "10.0.2.15");
+    EXPECT_HAS(sel.reason, "RoCE v2 IPv4 10.0.2.15 on eth0");
+    ASSERT_EQ(choose_netdev_address(net, "eth0", cfg({{"GID_NETDEV", "eth0.100"}}), ip, err), Status::ok) << err;
+    EXPECT_EQ(ip.str(), "192.168.100.15");
+    ASSERT_EQ(choose_netdev_address(net, "eth0", cfg({{"ADDR_FAMILY", "inet6"}}), ip, err), Status::ok) << err;
+    EXPECT_EQ(ip.str(), "fec0::5054:ff:fe12:3456");
+    EXPECT_EQ(choose_netdev_address(net, "eth0", cfg({{"ROCE_VERSION", "1"}}), ip, err), Status::invalid_param);
+    EXPECT_EQ(err, "UCX_RC_ROCE_ROCE_VERSION=1: the userspace device sends RoCE v2 (UDP) only; valid: auto, 2");
+    EXPECT_EQ(choose_netdev_address(net, "eth0", cfg({{"GID_INDEX", "9"}}), ip, err), Status::invalid_param);
+    EXPECT_HAS(err, "UCX_RC_ROCE_GID_INDEX=9: out of range for eth0 port 1 (5 entries); valid: auto or one of the used entries 0, 1, 2, 3, 4");
+    EXPECT_EQ(choose_netdev_address(net, "eth0", cfg({{"SUBNETS", "172.16.0.0/12"}}), ip, err), Status::no_device);
+    EXPECT_HAS(err, "no usable GID on eth0 port 1: excluded by configuration: 0 1 2 3 4");
+
+    // Link-local only: the policy would pick it, but a device address has no scope.
+    ASSERT_EQ(load_net_model(SysRoot(fixtures + "/link_local_only"), net, err), Status::ok) << err;
+    EXPECT_EQ(choose_netdev_address(net, "ens2f0", GidConfig{}, ip, err), Status::no_device);
+    EXPECT_HAS(err, "only link-local addresses on ens2f0 qualify");
+}
+
 // The loopback demo: the userspace device on lo, peer on the same host.
 TEST(GidSynth, LiveLoopback) {
     NetModel net;
@@ -123,4 +159,21 @@ TEST(GidDoctor, SynthesisedTableForNetdev) {
                          std::string(ROCE_DOCTOR_PATH) + " gid --sysfs " + fixtures + "/bond --netdev bond0 --peer 10.1.0.7");
     EXPECT_HAS(r.out, "bond0 port 1: Ethernet, 2 GID entries (synthesised from netdev addresses)");
     EXPECT_HAS(r.out, "peer 10.1.0.7: index 1");
+}
+
+// What the switches see: the traffic class per RoCEv2 flow of a capture (the guest's gid group
+// checks both directions of a connection with it).
+TEST(GidDoctor, WireShowsTheClassPerFlow) {
+    const std::string pcap = std::string(ROCE_FIXTURE_DIR) + "/rc_send_5000_loss.pcap";
+    if (::access(pcap.c_str(), R_OK) != 0) GTEST_SKIP() << "no rxe capture fixture " << pcap;
+    DoctorRun r = doctor("wire " + pcap);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "flow 10.0.0.1 -> 10.0.0.2 rc packets=50 tos=0 dscp=0 ecn=not-ect\n");
+    EXPECT_HAS(r.out, "flow 10.0.0.2 -> 10.0.0.1 rc packets=39 tos=0 dscp=0 ecn=not-ect\n");
+    r = doctor("wire /nonexistent.pcap");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_HAS(r.out, "error: /nonexistent.pcap: ");
+    r = doctor("wire");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.out, "usage: roce_doctor wire FILE.pcap");
 }

@@ -2,6 +2,7 @@
 // with no_device and says why; the GID choice over a fake sysfs tree.
 #include <arpa/inet.h>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "common/log.hpp"
 #include "verbs/device.hpp"
+#include "gid/config.hpp"
 #include "verbs/gid_choice.hpp"
 #include "verbs/ports.hpp"
 
@@ -75,53 +77,70 @@ TEST(VerbsHost, InvalidConfig) {
     EXPECT_EQ(verbs::Device::open(cfg, nullptr, dev), Status::invalid_param);
 }
 
+// The GID choice is the policy of src/gid (tested in depth in gid_*_test.cpp over the same
+// fixtures); these check that the verbs backend delegates to it and what it keeps of the answer.
 namespace {
-struct FakeSysfs {
-    std::filesystem::path root;
-    FakeSysfs() {
-        char tmpl[] = "/tmp/verbs-sysfs-XXXXXX";
-        root = mkdtemp(tmpl);
-    }
-    ~FakeSysfs() { std::filesystem::remove_all(root); }
-    void gid(int i, const std::string& g, const std::string& type) {
-        auto p = root / "dev0/ports/1";
-        std::filesystem::create_directories(p / "gids");
-        std::filesystem::create_directories(p / "gid_attrs/types");
-        std::ofstream(p / "gids" / std::to_string(i)) << g << "\n";
-        std::ofstream(p / "gid_attrs/types" / std::to_string(i)) << type << "\n";
-    }
-};
-} // namespace
-
-TEST(VerbsGidChoice, FirstRoceV2Ipv4) {
-    LogCapture lc;
-    FakeSysfs fs;
-    fs.gid(0, "fe80:0000:0000:0000:5054:00ff:fe12:3456", "RoCE v2");
-    fs.gid(1, "0000:0000:0000:0000:0000:ffff:0a00:020f", "IB/RoCE v1");
-    fs.gid(2, "fec0:0000:0000:0000:5054:00ff:fe12:3456", "RoCE v2");
-    fs.gid(3, "0000:0000:0000:0000:0000:ffff:0a00:020f", "RoCE v2");
-    verbs::GidChoice c;
-    ASSERT_EQ(verbs::choose_gid("dev0", 1, -1, c, fs.root.string()), Status::ok);
-    EXPECT_EQ(c.index, 3);
-    EXPECT_EQ(c.addr.family, AF_INET);
-    EXPECT_EQ(c.addr.ip[0], 10);
-    EXPECT_EQ(c.addr.ip[3], 15);
-    // Override: a global IPv6 RoCE v2 GID is usable, a link-local or v1 one is not.
-    ASSERT_EQ(verbs::choose_gid("dev0", 1, 2, c, fs.root.string()), Status::ok);
-    EXPECT_EQ(c.addr.family, AF_INET6);
-    EXPECT_EQ(verbs::choose_gid("dev0", 1, 0, c, fs.root.string()), Status::no_device);
-    EXPECT_EQ(verbs::choose_gid("dev0", 1, 1, c, fs.root.string()), Status::no_device);
-    EXPECT_EQ(verbs::choose_gid("dev0", 2, -1, c, fs.root.string()), Status::no_device);
-    EXPECT_TRUE(logged("no such port"));
+const std::string gid_fixtures = ROCE_GID_FIXTURE_DIR;
 }
 
-TEST(VerbsGidChoice, NoIpv4Gid) {
+TEST(VerbsGidChoice, RxeDefaultIsTheRoceV2Ipv4Entry) {
     LogCapture lc;
-    FakeSysfs fs;
-    fs.gid(0, "fe80:0000:0000:0000:5054:00ff:fe12:3456", "RoCE v2");
     verbs::GidChoice c;
-    EXPECT_EQ(verbs::choose_gid("dev0", 1, -1, c, fs.root.string()), Status::no_device);
-    EXPECT_TRUE(logged("no RoCE v2 GID with an IPv4 address"));
+    ASSERT_EQ(verbs::choose_gid("rxe0", 1, -1, c, gid_fixtures + "/rxe"), Status::ok);
+    EXPECT_EQ(c.index, 1);
+    EXPECT_EQ(c.addr.family, AF_INET);
+    EXPECT_EQ(c.addr.to_string().substr(0, 14), "192.168.122.10");
+    EXPECT_EQ(c.ndev, "enp0s3");
+    EXPECT_NE(c.reason.find("RoCE v2 IPv4"), std::string::npos) << c.reason;
+    // A fixed index is the user's choice (link-local included: its netdev gives the scope) ...
+    ASSERT_EQ(verbs::choose_gid("rxe0", 1, 0, c, gid_fixtures + "/rxe"), Status::ok);
+    EXPECT_EQ(c.addr.family, AF_INET6);
+    // ... but an unused one, or a missing port, is a one-line error naming the valid choices.
+    EXPECT_EQ(verbs::choose_gid("rxe0", 1, 7, c, gid_fixtures + "/rxe"), Status::invalid_param);
+    EXPECT_TRUE(logged("UCX_RC_ROCE_GID_INDEX=7: entry 7 of rxe0 port 1 is unused; valid: auto or one of the used entries 0, 1"));
+    EXPECT_EQ(verbs::choose_gid("rxe0", 2, -1, c, gid_fixtures + "/rxe"), Status::no_device);
+    EXPECT_TRUE(logged("rxe0 has no port 2; valid: 1"));
+}
+
+TEST(VerbsGidChoice, PerPeerChoiceAndValidation) {
+    verbs::GidContext ctx;
+    std::string err;
+    ASSERT_EQ(verbs::load_gid_context("mlx5_bond_0", 1, gid::GidConfig{}, ctx, err, gid_fixtures + "/vxlan_bond"),
+              Status::ok) << err;
+    WireAddr peer{};
+    peer.family = AF_INET;
+    const uint8_t ip[4] = {192, 168, 50, 20};
+    std::memcpy(peer.ip, ip, 4);
+    verbs::GidChoice c;
+    // vxlan100 and bond0 hold the same address: the bond's RoCE v2 entry, not the tunnel's.
+    ASSERT_EQ(verbs::choose_gid(ctx, &peer, {}, c, err), Status::ok) << err;
+    EXPECT_EQ(c.index, 5);
+    EXPECT_EQ(c.ndev, "bond0");
+    // The validator (an address handle in the device) refuses entry 5: no other v2 IPv4 entry
+    // survives the checks, so the connection is refused with the reasons.
+    int calls = 0;
+    const gid::Validator refuse5 = [&](const gid::GidEntry& e, const gid::PeerGid*, std::string& why) {
+        ++calls;
+        why = "ibv_create_ah: Invalid argument";
+        return e.index != 5;
+    };
+    EXPECT_NE(verbs::choose_gid(ctx, &peer, refuse5, c, err), Status::ok);
+    EXPECT_GE(calls, 1);
+    EXPECT_NE(err.find("validation failed: 5"), std::string::npos) << err;
+    // A peer no entry can reach (no route, different family) is unreachable, with the reasons.
+    const uint8_t far[4] = {172, 31, 0, 1};
+    std::memcpy(peer.ip, far, 4);
+    EXPECT_EQ(verbs::choose_gid(ctx, &peer, {}, c, err), Status::unreachable);
+    EXPECT_NE(err.find("no GID of mlx5_bond_0 port 1 reaches peer 172.31.0.1"), std::string::npos) << err;
+}
+
+TEST(VerbsGidChoice, SettingsCheckedAgainstThePort) {
+    verbs::GidContext ctx;
+    std::string err;
+    gid::GidConfig cfg;
+    ASSERT_EQ(gid::set_gid_config(cfg, "GID_NETDEV", "eth9", err), Status::ok);
+    EXPECT_EQ(verbs::load_gid_context("rxe0", 1, cfg, ctx, err, gid_fixtures + "/rxe"), Status::invalid_param);
+    EXPECT_EQ(err, "UCX_RC_ROCE_GID_NETDEV=eth9: no entry of rxe0 port 1 uses this netdev; valid: auto, enp0s3");
 }
 
 TEST(VerbsPorts, ParsesPortNames) {

@@ -256,14 +256,24 @@ TEST_F(VerbsRxe, ConnectToPortNobodyListensOn) {
     // bad arguments
     uint32_t q2;
     ASSERT_EQ(a->create_qp(q2), Status::ok);
-    verbs::WireAddr v6 = b->address();
-    v6.family = AF_INET6;
-    EXPECT_EQ(a->connect_qp(q2, v6), Status::unreachable);
     verbs::WireAddr p0 = b->address();
     p0.port = 0;
     EXPECT_EQ(a->connect_qp(q2, p0), Status::invalid_param);
     EXPECT_EQ(a->post_send(q2, 1, &iov, 1), Status::invalid_param);   // never connected
     EXPECT_EQ(a->connect_qp(12345678, b->address()), Status::invalid_param);
+    // A peer that no entry the settings allow can reach is refused at once (the GID policy): an
+    // IPv6 peer when only IPv4 entries may be used. (With ADDR_FAMILY=auto the device would use its
+    // IPv6 entry for it: the family of its own address does not limit its peers.)
+    verbs::DeviceConfig v4only;
+    v4only.gid.family = gid::Family::inet;
+    std::unique_ptr<verbs::Device> c;
+    ASSERT_EQ(verbs::Device::open(v4only, pd, c), Status::ok);
+    uint32_t q3;
+    ASSERT_EQ(c->create_qp(q3), Status::ok);
+    verbs::WireAddr v6 = b->address();
+    v6.family = AF_INET6;
+    EXPECT_EQ(c->connect_qp(q3, v6), Status::unreachable);
+    EXPECT_EQ(c->post_send(q3, 1, &iov, 1), Status::invalid_param);   // never connected
 }
 
 TEST_F(VerbsRxe, DestroyWithOutstandingCancels) {

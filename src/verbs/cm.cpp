@@ -1,14 +1,23 @@
 // rdma_cm for the verbs device. The device listens (RDMA_PS_TCP) on its GID's IP and a port; its
 // address is that IP + port, so a connection needs nothing else, like the userspace device's CM.
 //
-// Active side (connect_qp): rdma_resolve_addr (bound to our IP, so the path uses our GID) ->
-// rdma_resolve_route -> QP to INIT -> rdma_connect (REQ carrying our QPN and a magic) -> on
-// CONNECT_RESPONSE: RTR, RTS with the attributes rdma_init_qp_attr derives from the exchange (PSNs,
-// path, negotiated READ/atomic depths), then rdma_establish (RTU) and the WRs queued meanwhile are
-// posted. Rejected (nobody listens on that port: the peer's CM answers REJ) -> the QP fails with
-// unreachable; no answer within connect_timeout_ms -> timeout.
-// Passive side (CONNECT_REQUEST): a QP is created for the request, taken to RTS and accepted
-// (REP); it is ready when REP is sent. Duplicate REQs are answered by the kernel's CM (the same
+// Active side (connect_qp): the GID policy chooses the local entry that reaches the peer (validated
+// by an address handle) -> rdma_resolve_addr bound to that entry's IP (rdma_cm derives the source
+// GID from it) -> rdma_resolve_route with our ToS -> QP to INIT -> rdma_connect (REQ carrying a
+// magic and our traffic class, ConnPriv) -> on CONNECT_RESPONSE (REP carrying the peer's class):
+// RTR, RTS with the attributes rdma_init_qp_attr derives from the exchange (PSNs, path, negotiated
+// READ/atomic depths), the policy's sgid_index and the negotiated class as GRH traffic class and
+// SL, then rdma_establish (RTU) and the WRs queued meanwhile are posted. Rejected (nobody listens
+// on that port: the peer's CM answers REJ) -> the QP fails with unreachable; no answer within
+// connect_timeout_ms -> timeout.
+// Address resolution runs in attempts of a quarter of connect_timeout_ms, repeated on a timeout
+// until the deadline: the kernel re-checks a pending neighbour (ARP) only when a neighbour event
+// wakes it or the attempt's timeout expires, and measured on two rxe devices it missed the event
+// when both ends resolved each other at once - one attempt as long as the deadline then lost the
+// race against our own deadline.
+// Passive side (CONNECT_REQUEST): a QP is created for the request, taken to RTS with the class
+// negotiated from the REQ's advert and accepted (REP with our advert, so the active side computes
+// the same class); it is ready when REP is sent. Duplicate REQs are answered by the kernel's CM (the same
 // REP again, no new event); a late REQ (its active side gave up) ends in CONNECT_ERROR when the
 // RTU never comes (or REJECTED when the active side's destroy answers our REP with REJ), and the
 // QP is freed; a DREQ (the peer destroyed its QP) frees it too.
@@ -21,6 +30,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -74,7 +84,46 @@ ibv_mtu mtu_enum(uint32_t mtu) {
 }
 
 void* token_ptr(uint64_t t) { return reinterpret_cast<void*>(uintptr_t(t)); }
+
+// A link-local IPv6 address means nothing without its link: the netdev of the GID entry.
+void set_scope(sockaddr_storage& ss, const std::string& ndev) {
+    auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr) && !ndev.empty())
+        s6->sin6_scope_id = if_nametoindex(ndev.c_str());
+}
 } // namespace
+
+ConnPriv DeviceImpl::conn_priv() const {
+    ConnPriv cp{};
+    cp.magic = htonl(conn_magic);
+    cp.version = htonl(conn_version);
+    const gid::TcAdvert a = gid::encode_tc_advert(tc_);
+    std::memcpy(cp.tc, a.data(), sizeof(cp.tc));
+    cp.flags = conn_flag_tc;
+    return cp;
+}
+
+gid::TrafficClass DeviceImpl::negotiate_tc(const void* priv, size_t priv_len) const {
+    ConnPriv cp{};
+    if (priv == nullptr || priv_len < sizeof(cp))
+        return tc_;
+    std::memcpy(&cp, priv, sizeof(cp));
+    if (ntohl(cp.magic) != conn_magic || ntohl(cp.version) < 2 || !(cp.flags & conn_flag_tc))
+        return tc_;   // a version-1 peer: it uses its own class, we keep ours
+    gid::TcAdvert a;
+    std::memcpy(a.data(), cp.tc, a.size());
+    const std::optional<gid::TrafficClass> peer = gid::decode_tc_advert(a);
+    if (!peer) {
+        ROCE_WARN("verbs: %s: ignoring a malformed traffic-class advert", cfg_.dev_name.c_str());
+        return tc_;
+    }
+    bool conflict = false;
+    const gid::TrafficClass t = gid::negotiate_traffic_class(tc_, *peer, &conflict);
+    if (conflict)
+        ROCE_WARN("verbs: %s: both sides configured a traffic class (ours %s, peer's %s): using %s",
+                  cfg_.dev_name.c_str(), tc_.str().c_str(), peer->str().c_str(), t.str().c_str());
+    return t;
+}
 
 Status DeviceImpl::cm_init() {
     const char* name = cfg_.dev_name.c_str();
@@ -96,6 +145,7 @@ Status DeviceImpl::cm_init() {
     bind.port = cfg_.cm_port;
     sockaddr_storage ss;
     to_sockaddr(bind, ss);
+    set_scope(ss, gid_.ndev);
     if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ss)) != 0) {
         const int e = errno;
         ROCE_ERROR("verbs: %s: cannot bind rdma_cm to %s: %s", name, bind.to_string().c_str(),
@@ -126,10 +176,19 @@ Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
     VQp* q = find_qp(qpn);
     if (!q || q->state != QpState::reset)
         return Status::invalid_param;
-    if (peer.family != addr_.family)
-        return Status::unreachable;
     if (peer.port == 0)
         return Status::invalid_param;
+    // Our entry towards this peer: the one that reaches it (route / subnet, per the settings).
+    GidChoice src_gid;
+    std::string err;
+    const Status gs = choose_gid(
+            gid_ctx_, &peer,
+            [this](const gid::GidEntry& e, const gid::PeerGid*, std::string& why) { return validate_gid(e, why); },
+            src_gid, err);
+    if (gs != Status::ok) {
+        ROCE_ERROR("verbs: QP %u: %s", qpn, err.c_str());
+        return gs == Status::invalid_param ? gs : Status::unreachable;
+    }
     const uint64_t token = next_token_++;
     rdma_cm_id* id = nullptr;
     if (rdma_create_id(cm_channel_.get(), &id, token_ptr(token), RDMA_PS_TCP) != 0) {
@@ -137,13 +196,15 @@ Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
         return Status::io_error;
     }
     CmIdPtr owned(id);
-    WireAddr src = addr_;
+    WireAddr src = src_gid.addr;
     src.port = 0;
     sockaddr_storage ss, ds;
     to_sockaddr(src, ss);
     to_sockaddr(peer, ds);
+    set_scope(ss, src_gid.ndev);
+    set_scope(ds, src_gid.ndev);
     if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&ss), reinterpret_cast<sockaddr*>(&ds),
-                          int(cfg_.connect_timeout_ms)) != 0) {
+                          resolve_attempt_ms()) != 0) {
         ROCE_ERROR("verbs: QP %u: rdma_resolve_addr(%s) failed: %s", qpn, peer.to_string().c_str(),
                    std::strerror(errno));
         return Status::unreachable;
@@ -152,6 +213,11 @@ Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
     q->token = token;
     tokens_[token] = qpn;
     q->peer = peer;
+    q->cm_src = ss;
+    q->cm_dst = ds;
+    q->sgid_index = src_gid.index;
+    q->sgid_ndev = src_gid.ndev;
+    q->tc = tc_;
     q->state = QpState::connecting;
     q->connect_deadline_ns = now_ns() + uint64_t(cfg_.connect_timeout_ms) * 1000000;
     ++st_.cm_connects;
@@ -222,6 +288,13 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
     } else if (state == IBV_QPS_RTR) {
         a.min_rnr_timer = cfg_.min_rnr_timer;
         mask |= IBV_QP_MIN_RNR_TIMER;
+        // The negotiated class in both directions, and (active side) the policy's source entry.
+        a.ah_attr.grh.traffic_class = q.tc.tos;
+        a.ah_attr.sl = q.tc.priority;
+        if (q.sgid_index >= 0)
+            a.ah_attr.grh.sgid_index = uint8_t(q.sgid_index);
+        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s", q.qpn, q.passive ? "passive" : "active",
+                  q.peer.to_string().c_str(), unsigned(a.ah_attr.grh.sgid_index), q.tc.str().c_str());
         if (a.path_mtu > mtu_enum(cfg_.mtu))
             a.path_mtu = mtu_enum(cfg_.mtu);
     } else if (state == IBV_QPS_RTS) {
@@ -259,7 +332,7 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     ConnPriv cp{};
     if (priv_len >= sizeof(cp))
         std::memcpy(&cp, priv, sizeof(cp));
-    if (ntohl(cp.magic) != conn_magic) {
+    if (ntohl(cp.magic) != conn_magic || ntohl(cp.version) < 1) {
         ROCE_WARN("verbs: %s: rejecting a connection request that is not ours", cfg_.dev_name.c_str());
         rdma_reject(id, nullptr, 0);
         rdma_destroy_id(id);
@@ -272,6 +345,7 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     id->context = token_ptr(q->token);
     q->id.reset(id);
     q->peer = from_sockaddr(rdma_get_peer_addr(id));
+    q->tc = negotiate_tc(priv, priv_len);
     if (new_ibv_qp(*q) != Status::ok || !cm_modify(*q, id, IBV_QPS_INIT, true) ||
         !cm_modify(*q, id, IBV_QPS_RTR, true) || !cm_modify(*q, id, IBV_QPS_RTS, true)) {
         rdma_reject(id, nullptr, 0);
@@ -285,6 +359,9 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     p.rnr_retry_count = uint8_t(std::min<uint32_t>(cfg_.rnr_retry, 7));
     p.qp_num = q->qpn;
     p.srq = 1;
+    const ConnPriv rep = conn_priv();
+    p.private_data = &rep;
+    p.private_data_len = sizeof(rep);
     if (rdma_accept(id, &p) != 0) {
         ROCE_ERROR("verbs: %s: rdma_accept failed: %s", cfg_.dev_name.c_str(), std::strerror(errno));
         ++st_.cm_errors;
@@ -311,8 +388,8 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
     case RDMA_CM_EVENT_ADDR_RESOLVED:
         if (q->state != QpState::connecting)
             return;
-        if (cfg_.traffic_class) {
-            uint8_t tos = cfg_.traffic_class;
+        {   // the route (and the REQ's path) in our class; the QP gets the negotiated one at RTR
+            uint8_t tos = tc_.tos;
             rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
         }
         if (rdma_resolve_route(id, int(cfg_.connect_timeout_ms)) != 0)
@@ -329,7 +406,7 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
             cm_fail_connect(*q, Status::io_error, "QP to INIT failed");
             return;
         }
-        ConnPriv cp{htonl(conn_magic), htonl(1)};
+        const ConnPriv cp = conn_priv();
         rdma_conn_param p{};
         p.private_data = &cp;
         p.private_data_len = sizeof(cp);
@@ -346,6 +423,7 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
     case RDMA_CM_EVENT_CONNECT_RESPONSE:
         if (q->state != QpState::connecting)
             return;   // gave up meanwhile: no RTU, the peer's passive QP times out
+        q->tc = negotiate_tc(priv, priv_len);
         if (!cm_modify(*q, id, IBV_QPS_RTR) || !cm_modify(*q, id, IBV_QPS_RTS)) {
             rdma_reject(id, nullptr, 0);
             cm_fail_connect(*q, Status::io_error, "QP to RTR/RTS failed");
@@ -363,6 +441,13 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
     case RDMA_CM_EVENT_ESTABLISHED:
         return;
     case RDMA_CM_EVENT_ADDR_ERROR:
+        if (q->state == QpState::connecting && (status == -ETIMEDOUT || status == -ENODATA) &&
+            now_ns() + uint64_t(resolve_attempt_ms()) * 1000000 < q->connect_deadline_ns &&
+            rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&q->cm_src), reinterpret_cast<sockaddr*>(&q->cm_dst),
+                              resolve_attempt_ms()) == 0) {
+            ROCE_DEBUG("verbs: QP %u: address resolution of %s timed out, retrying", q->qpn, q->peer.to_string().c_str());
+            return;
+        }
         cm_fail_connect(*q, err, "address resolution failed");
         return;
     case RDMA_CM_EVENT_ROUTE_ERROR:

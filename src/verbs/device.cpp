@@ -103,10 +103,28 @@ Status DeviceImpl::init() {
         ROCE_ERROR("verbs: %s port %u is not RoCE (link layer %d)", name, unsigned(cfg_.port), int(port_attr_.link_layer));
         return Status::no_device;
     }
-    Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_);
-    if (s != Status::ok)
+    // rdma_cm sends in the device's default RoCE mode (v2): a v1 entry cannot carry our connections.
+    if (cfg_.gid.version == gid::RoceVersion::v1) {
+        ROCE_ERROR("verbs: %s port %u: %s", name, unsigned(cfg_.port),
+                   gid::config_error("ROCE_VERSION", "1", "rc_roce on an RDMA device connects through rdma_cm, "
+                                     "which uses RoCE v2", "auto, 2").c_str());
+        return Status::invalid_param;
+    }
+    std::string err;
+    Status s = load_gid_context(cfg_.dev_name, cfg_.port, cfg_.gid, gid_ctx_, err, cfg_.sysroot);
+    if (s == Status::ok) {
+        s = choose_gid(gid_ctx_, nullptr,
+                       [this](const gid::GidEntry& e, const gid::PeerGid*, std::string& why) { return validate_gid(e, why); },
+                       gid_, err);
+    }
+    if (s != Status::ok) {
+        ROCE_ERROR("verbs: %s port %u: %s", name, unsigned(cfg_.port), err.c_str());
         return s;
+    }
     addr_ = gid_.addr;
+    tc_ = gid::resolve_traffic_class(cfg_.gid, gid_ctx_.port.default_tclass);
+    ROCE_INFO("verbs: %s port %u: GID index %d (%s); traffic class %s", name, unsigned(cfg_.port), gid_.index,
+              gid_.reason.c_str(), tc_.str().c_str());
     signal_every_ = std::clamp<uint32_t>(cfg_.signal_every, 1, std::max<uint32_t>(1, cfg_.sq_depth / 2));
 
     channel_.reset(ibv_create_comp_channel(ctx));
@@ -162,6 +180,31 @@ Status DeviceImpl::init() {
             return Status::io_error;
     }
     return cm_init();
+}
+
+// UCX's test of a RoCE GID: an address handle from the entry to its own address. It fails (EINVAL)
+// on entries the kernel cannot send from (a misconfigured second NIC, a vanished netdev).
+bool DeviceImpl::validate_gid(const gid::GidEntry& e, std::string& why) {
+    auto it = gid_checked_.find(e.index);
+    if (it == gid_checked_.end()) {
+        ibv_ah_attr a{};
+        a.is_global = 1;
+        a.port_num = cfg_.port;
+        a.grh.sgid_index = uint8_t(e.index);
+        a.grh.hop_limit = 64;
+        std::memcpy(a.grh.dgid.raw, e.gid.raw.b.data(), 16);
+        std::string res;
+        if (e.index > 255) {
+            res = "index beyond the 8-bit sgid_index of an address handle";
+        } else if (ibv_ah* ah = ibv_create_ah(pd_->pd(), &a)) {
+            ibv_destroy_ah(ah);
+        } else {
+            res = std::string("ibv_create_ah: ") + std::strerror(errno);
+        }
+        it = gid_checked_.emplace(e.index, std::move(res)).first;
+    }
+    why = it->second;
+    return why.empty();
 }
 
 DeviceImpl::~DeviceImpl() {

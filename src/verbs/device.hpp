@@ -9,8 +9,16 @@
 //   * Pd::open(device name) instead of Pd::create(): a protection domain belongs to one RDMA
 //     device. Device::open takes the device name and port in DeviceConfig; pd may be null (the
 //     device then opens its own).
-//   * address(): the IP of the GID we select (gid_choice.hpp) + the TCP-space port of the device's
-//     rdma_cm listener (ephemeral unless cm_port is set). A connection needs only that.
+//   * address(): the IP of the GID the policy chooses as the interface default (gid_choice.hpp)
+//     + the TCP-space port of the device's rdma_cm listener (ephemeral unless cm_port is set). A
+//     connection needs only that. Towards each peer the active side chooses its source GID again
+//     (the entry that reaches that peer), binds its address in rdma_resolve_addr and sets its
+//     index as the QP's sgid_index.
+//   * Traffic class: each side resolves its own (gid/traffic_class.hpp: TRAFFIC_CLASS/DSCP/ECN/
+//     PRIORITY, else the device's tc/<port>/traffic_class, else DSCP 26 + ECT(0)) and carries it
+//     in the rdma_cm private data (REQ and REP); both QPs of a connection use
+//     negotiate_traffic_class of the two (ToS as the GRH traffic class, priority as the SL), so
+//     both directions are in the same class even when only one side configured it.
 //   * Local buffers of zero-copy operations (post_write with copy=false, post_read) are found by
 //     address among the Pd's registered regions (no lkey parameter). An unregistered buffer still
 //     works: it is registered for the operation and deregistered at its completion (slow path,
@@ -36,6 +44,7 @@
 
 #include "common/status.hpp"
 #include "common/rc_device.hpp"
+#include "gid/config.hpp"
 
 namespace roce::verbs {
 
@@ -55,7 +64,10 @@ using roce::WireAddr;
 struct DeviceConfig {
     std::string dev_name = "rxe0";     // RDMA device (ibv_get_device_name)
     uint8_t port = 1;                  // its port
-    int gid_index = -1;                // -1: our selection (first RoCE v2 IPv4 GID); else this index
+    // GID and traffic-class settings (UCX_RC_ROCE_GID_INDEX, SUBNETS, TRAFFIC_CLASS, ... see
+    // gid/config.hpp), applied by the policy in src/gid: the local GID is chosen per peer.
+    gid::GidConfig gid;
+    std::string sysroot = "/";         // where the policy reads sysfs and the netdevs (tests: a tree)
     uint16_t cm_port = 0;              // rdma_cm listener port; 0 = ephemeral
     uint32_t mtu = 4096;               // cap on the path MTU (the route's active MTU may be lower)
     uint32_t sq_depth = 256;           // outstanding work requests per QP before no_resource
@@ -72,7 +84,6 @@ struct DeviceConfig {
     uint32_t bounce_size = 16384;      // bytes each (bigger copies register a temporary buffer)
     uint32_t cq_size = 8192;           // send CQ entries = cap on WRs in flight over all QPs
     uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
-    uint8_t traffic_class = 0;         // IP TOS byte of the connection's route
 };
 
 struct DeviceStats {
@@ -107,8 +118,9 @@ public:
     virtual DeviceStats stats() const = 0;
     virtual Pd& pd() const = 0;
     // The rest is RcDevice (common/rc_device.hpp). QPNs are the HCA's. connect_qp: rdma_cm to
-    // the peer's IP + listener port; operations posted meanwhile are queued and go out when the
-    // connection is established. Rejected (nobody listens) -> QP error, queued ops complete with
+    // the peer's IP + listener port; returns unreachable at once (logged with the reasons) when no
+    // GID entry the settings allow reaches the peer; operations posted meanwhile are queued and go
+    // out when the connection is established. Rejected (nobody listens) -> QP error, queued ops complete with
     // unreachable; resolution/CM timeout -> timeout. poll_recv reposts receive buffers after fn
     // returns. event_fd: an epoll fd over the completion channel and the CM thread's notify
     // eventfd; the CQs are armed by progress() only once event_fd() has been called.

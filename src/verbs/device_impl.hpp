@@ -3,7 +3,7 @@
 //                 completion moderation, progress (CQ polling, event fd), receive buffers
 //   cm.cpp        rdma_cm: listener, active connect (resolve addr/route -> REQ -> RTR/RTS ->
 //                 establish), passive accept (QP created on the request), disconnects, the CM thread
-//   pd.cpp, gid_choice.cpp: protection domain + MR table; local GID selection
+//   pd.cpp, gid_choice.cpp: protection domain + MR table; local GID selection (src/gid policy)
 //   ud.cpp        UdQp (ud.hpp): UD datagrams with GRH handling, independent of Device
 // Locking: one recursive mutex per device (every public method and the CM thread take it).
 // QPs are created by us (ibv_create_qp on our PD/CQs/SRQ) and moved through INIT/RTR/RTS with the
@@ -17,18 +17,30 @@
 #include <vector>
 
 #include "verbs/device.hpp"
+#include "gid/traffic_class.hpp"
 #include "verbs/gid_choice.hpp"
 #include "verbs/pd_impl.hpp"
 #include "verbs/raii.hpp"
 
 namespace roce::verbs {
 
-// Private data of our connection requests (rdma_cm carries it in the CM REQ).
+// Private data of our connection requests (REQ) and answers (REP), as rdma_cm carries it:
+//    0  magic 'RVB1' (32, big endian)
+//    4  version (32, big endian): 1 = magic only (no REP data); 2 = with the traffic class
+//    8  traffic-class advert (gid::TcAdvert): ToS | priority | ToS source | priority source
+//   12  flags (8): bit 0 = the advert is present; 3 reserved bytes
+// A version-1 peer sends no advert: the local class is used then.
 struct ConnPriv {
-    uint32_t magic;     // 'RVB1'
+    uint32_t magic;
     uint32_t version;
+    uint8_t tc[4];
+    uint8_t flags;
+    uint8_t reserved[3];
 };
+static_assert(sizeof(ConnPriv) == 16, "rdma_cm private data layout");
 inline constexpr uint32_t conn_magic = 0x52564231u;
+inline constexpr uint32_t conn_version = 2;
+inline constexpr uint8_t conn_flag_tc = 1;
 
 // One work request as the device tracks it from post to completion.
 struct WrRec {
@@ -67,6 +79,10 @@ struct VQp {
     uint32_t signaled_inflight = 0;   // posted signaled WRs not completed yet
     bool posted_since_progress = false;
     uint32_t max_inline = 0;
+    sockaddr_storage cm_src{}, cm_dst{};   // active side: the addresses resolution retries with
+    int sgid_index = -1;         // active side: the policy's entry for this peer (-1: rdma_cm's)
+    std::string sgid_ndev;       // its netdev (scope of a link-local peer)
+    gid::TrafficClass tc;        // negotiated class of the connection (both directions)
 };
 
 class DeviceImpl final : public Device {
@@ -136,13 +152,20 @@ public:
     void cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, uint8_t resp_res,
                    uint8_t init_depth);
     bool cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quiet = false);
+    int resolve_attempt_ms() const { return int(std::max<uint32_t>(100, cfg_.connect_timeout_ms / 4)); }
+    ConnPriv conn_priv() const;                   // what we send in REQ and REP
+    gid::TrafficClass negotiate_tc(const void* priv, size_t priv_len) const;   // with the peer's advert
+    bool validate_gid(const gid::GidEntry& e, std::string& why);   // an address handle can be made
     void cm_fail_connect(VQp& q, Status st, const char* why);
     void cm_deadlines();
     VQp* find_token(uint64_t token);
 
     DeviceConfig cfg_;
     std::shared_ptr<PdImpl> pd_;
-    GidChoice gid_{};
+    GidChoice gid_{};             // the interface default: our address
+    GidContext gid_ctx_;          // the port's table, the net model and the settings
+    std::unordered_map<unsigned, std::string> gid_checked_;   // validation results ("" = usable)
+    gid::TrafficClass tc_{};      // this side's class (before negotiation)
     WireAddr addr_{};
     ibv_device_attr dev_attr_{};
     ibv_port_attr port_attr_{};

@@ -1,28 +1,55 @@
-// Local GID selection for the verbs backend, behind one function so the project's GID policy
-// (src/gid/) can replace it: the first RoCE v2 GID holding an IPv4-mapped address
-// (::ffff:a.b.c.d) in sysfs, or the GID at a given index. Its address is the IP the device's
-// rdma_cm binds to, which is how rdma_cm ends up using exactly this GID for the connection's path
-// (it resolves the source GID from the bound address).
+// Local GID selection of the verbs backend: the project's GID policy (src/gid/select.hpp) over the
+// port's sysfs GID table and the host's netdevs, addresses and routes. The chosen entry's address
+// is the IP the device's rdma_cm binds: rdma_cm derives the source GID of a connection from the
+// bound address, and the device also sets the entry's index as the QP's sgid_index (so when two
+// netdevs hold the same address - a vxlan and a bond - the policy's entry wins, not the first one
+// the kernel finds).
+//
+// The context (table + net model + settings) is read once per device; choices per peer reuse it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "common/status.hpp"
 #include "common/rc_device.hpp"
+#include "common/status.hpp"
+#include "gid/config.hpp"
+#include "gid/gid_table.hpp"
+#include "gid/netdev.hpp"
+#include "gid/select.hpp"
 
 namespace roce::verbs {
 
 struct GidChoice {
     int index = -1;
     uint8_t gid[16] = {};
-    WireAddr addr;   // family + IP of the GID (port 0)
+    WireAddr addr;          // family + IP of the GID (port 0)
+    std::string ndev;       // the entry's netdev (also the scope of a link-local address)
+    std::string reason;     // the policy's one-line reason
 };
 
-// sysfs_root: normally /sys/class/infiniband (tests point it at a fake tree).
-// override_index >= 0: take that index (must be a RoCE v2 GID with an IPv4-mapped or global
-// IPv6 address). Errors: no_device (device/port absent or no such GID; logged).
+struct GidContext {
+    gid::PortInfo port;
+    gid::NetModel net;
+    gid::GidConfig cfg;
+};
+
+// Reads the port's GID table (and tc/<port>/traffic_class) and the net model under `root` ("/":
+// the live system; tests: a fixture tree), then checks cfg against the table. Errors: no_device
+// (no such device/port), invalid_param (a setting impossible for this port); `err` is one line.
+Status load_gid_context(const std::string& dev, uint8_t port, const gid::GidConfig& cfg, GidContext& out,
+                        std::string& err, const std::string& root = "/");
+
+// The entry to use: the interface default (peer null) or the entry that reaches `peer` (a RoCE
+// v2 peer address). `validate` (may be empty) is tried on candidates in order of preference.
+// Errors: the selection's status with its one-line error in `err`.
+Status choose_gid(const GidContext& ctx, const WireAddr* peer, const gid::Validator& validate, GidChoice& out,
+                  std::string& err);
+
+// Convenience for tools (UD QPs, the interop program): the live system (or `root`), default
+// settings, override_index >= 0 fixes GID_INDEX. Logs the one-line error; no_device /
+// invalid_param / unreachable on failure.
 Status choose_gid(const std::string& dev, uint8_t port, int override_index, GidChoice& out,
-                  const std::string& sysfs_root = "/sys/class/infiniband");
+                  const std::string& root = "/");
 
 } // namespace roce::verbs

@@ -8,6 +8,9 @@
  *   uct_selftest failure a peer that is gone: the QP fails, the error handler runs once,
  *                        later operations and flushes return the error
  *   uct_selftest events  event_arm / event fd: armed, then readable when an AM arrives
+ *   uct_selftest badinput unknown device and memory domain, malformed peer address, foreign
+ *                        rkey, wrong rkey, out-of-bounds WRITE/READ: each a clear error, the
+ *                        target memory unchanged, the process alive
  *
  * Environment: DEV (netdev, default lo).
  */
@@ -73,6 +76,15 @@ static ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned fl
     g_am_len = length;
     memcpy(g_am_buf, data, length);
     return UCS_OK;
+}
+
+static int g_comp_errors;
+static void comp_err_cb(uct_completion_t *comp)
+{
+    ++g_done;
+    if (comp->status != UCS_OK) {
+        ++g_comp_errors;
+    }
 }
 
 static void comp_cb(uct_completion_t *comp)
@@ -445,6 +457,108 @@ static int test_events(void)
     return g_failures;
 }
 
+
+/* One remote access that must fail: the completion reports an error (or the error handler
+ * runs), the target stays as it was. Uses a fresh pair of interfaces (the QP fails). */
+static void bad_access(const char *what, int is_get, int wrong_key, size_t offset, size_t len)
+{
+    ctx_t c;
+    open_all(&c, 1, 0);
+    static uint8_t target[4096] __attribute__((aligned(64)));
+    static uint8_t local[8192];
+    memset(target, 0x11, sizeof(target));
+    memset(local, 0x77, sizeof(local));
+    uct_mem_h mh_t, mh_l;
+    MUST(uct_md_mem_reg(c.md, target, sizeof(target), UCT_MD_MEM_ACCESS_ALL, &mh_t));
+    MUST(uct_md_mem_reg(c.md, local, sizeof(local), UCT_MD_MEM_ACCESS_ALL, &mh_l));
+    uint8_t rkey_buf[64];
+    uct_rkey_bundle_t rk;
+    MUST(uct_md_mkey_pack(c.md, mh_t, rkey_buf));
+    MUST(uct_rkey_unpack(c.cmp, rkey_buf, &rk));
+    uct_rkey_t key = wrong_key ? (rk.rkey ^ 0x5a5a5a5au) : rk.rkey;
+    uct_iov_t iov = {.buffer = local, .length = len, .memh = mh_l, .stride = 0, .count = 1};
+    uct_completion_t comp = {.func = comp_err_cb, .count = 1, .status = UCS_OK};
+    int done0 = g_done, err0 = g_errors, cerr0 = g_comp_errors;
+    uint64_t raddr = (uintptr_t)target + offset;
+    ucs_status_t s = is_get ? uct_ep_get_zcopy(c.ep, &iov, 1, raddr, key, &comp)
+                            : uct_ep_put_zcopy(c.ep, &iov, 1, raddr, key, &comp);
+    if (s == UCS_INPROGRESS) {
+        double t0 = now_sec();
+        while ((g_done == done0 || g_errors == err0) && now_sec() - t0 < 10) {
+            progress(&c);
+        }
+        CHECK(g_done > done0 && g_comp_errors > cerr0, "%s: no error completion", what);
+    } else {
+        CHECK(UCS_STATUS_IS_ERR(s), "%s: posted with %s", what, ucs_status_string(s));
+    }
+    CHECK(g_errors > err0, "%s: error handler not called", what);
+    int intact = 1;
+    for (size_t i = 0; i < sizeof(target); ++i) {
+        intact &= target[i] == 0x11;
+    }
+    CHECK(intact, "%s: target memory changed", what);
+    if (is_get) {
+        CHECK(local[0] == 0x77, "%s: local buffer overwritten", what);
+    }
+    printf("%s: refused (error handler calls %d)\n", what, g_errors - err0);
+    uct_rkey_release(c.cmp, &rk);
+    uct_md_mem_dereg(c.md, mh_t);
+    uct_md_mem_dereg(c.md, mh_l);
+    close_all(&c);
+}
+
+static int test_badinput(void)
+{
+    ctx_t c;
+    open_all(&c, 1, 0);
+    uct_iface_h iface;
+    uct_iface_params_t p = c.params;
+    p.mode.device.dev_name = "nosuchdev0";
+    ucs_status_t s = uct_iface_open(c.md, c.worker, &p, c.iface_config, &iface);
+    CHECK(s == UCS_ERR_NO_DEVICE, "unknown device: %s", ucs_status_string(s));
+    p.mode.device.dev_name = "rxe9:1";   /* not a port of the userspace MD either */
+    s = uct_iface_open(c.md, c.worker, &p, c.iface_config, &iface);
+    CHECK(s == UCS_ERR_NO_DEVICE, "verbs-style name on the userspace MD: %s", ucs_status_string(s));
+
+    uct_md_h md2;
+    s = uct_md_open(c.cmp, "roce_nosuchdev0", c.md_config, &md2);
+    CHECK(s != UCS_OK, "memory domain of an absent RDMA device opened");
+    if (s == UCS_OK) uct_md_close(md2);
+    s = uct_md_open(c.cmp, "bogus", c.md_config, &md2);
+    CHECK(s != UCS_OK, "memory domain 'bogus' opened");
+    if (s == UCS_OK) uct_md_close(md2);
+
+    /* malformed peer address: interface address with port 0 */
+    uint8_t dev_addr[64], iface_addr[64];
+    memset(iface_addr, 0, sizeof(iface_addr));
+    MUST(uct_iface_get_device_address(c.receiver, (uct_device_addr_t*)dev_addr));
+    uct_ep_params_t ep_params = {
+        .field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                      UCT_EP_PARAM_FIELD_IFACE_ADDR,
+        .iface      = c.sender,
+        .dev_addr   = (uct_device_addr_t*)dev_addr,
+        .iface_addr = (uct_iface_addr_t*)iface_addr,
+    };
+    uct_ep_h ep2;
+    s = uct_ep_create(&ep_params, &ep2);
+    CHECK(s == UCS_ERR_INVALID_PARAM, "ep to port 0: %s", ucs_status_string(s));
+    if (s == UCS_OK) uct_ep_destroy(ep2);
+
+    /* an rkey some other component packed */
+    uint8_t junk[16] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uct_rkey_bundle_t rk;
+    s = uct_rkey_unpack(c.cmp, junk, &rk);
+    CHECK(s == UCS_ERR_INVALID_PARAM, "foreign rkey unpacked: %s", ucs_status_string(s));
+    close_all(&c);
+
+    bad_access("put_zcopy with a wrong rkey", 0, 1, 0, 64);
+    bad_access("get_zcopy with a wrong rkey", 1, 1, 0, 64);
+    bad_access("put_zcopy past the region", 0, 0, 4096 - 32, 64);
+    bad_access("get_zcopy past the region", 1, 0, 4096 - 32, 64);
+    bad_access("put_zcopy of 8 KiB into 4 KiB", 0, 0, 0, 8192);
+    return g_failures;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "basic";
@@ -455,8 +569,10 @@ int main(int argc, char **argv)
         failures = test_failure();
     } else if (!strcmp(mode, "events")) {
         failures = test_events();
+    } else if (!strcmp(mode, "badinput")) {
+        failures = test_badinput();
     } else {
-        printf("usage: %s basic|failure|events\n", argv[0]);
+        printf("usage: %s basic|failure|events|badinput\n", argv[0]);
         return 2;
     }
     printf("%s: %s\n", mode, failures ? "FAILED" : "passed");

@@ -2,28 +2,40 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [interop] [gid]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
 #          perftest ib_write_lat / ib_write_bw
-#   ucx    ucx_info -d; ucx_perftest UCT am_lat/put_bw on rc_verbs, am_lat/am_bw on ud_verbs (rxe0:1);
-#          UCP tag_lat/tag_bw with UCX_TLS=rc_verbs,ud_verbs:aux,self and with UCX_TLS=ud_verbs,self
+#   ucx    ucx_info -d; ucx_perftest UCT am_lat/put_bw/get_bw/add_lat on rc_verbs, am_lat/am_bw on
+#          ud_verbs (rxe0:1); UCP tag_lat/tag_bw/ucp_put_bw with UCX_TLS=rc_verbs,ud_verbs:aux,self and
+#          tag_lat/tag_bw with UCX_TLS=ud_verbs,self
 #   mpi    mpirun -np 2 over pml ucx on rc_verbs and on ud_verbs: $ROCE_BUILD_DIR/mpi-tests/mpi_pingpong
 #          (every byte checked) if it is built, else NPopenmpi
 #   roce   our rc_roce on the verbs backend (rxe0:1), beside the rc_verbs figures above: the verbs
 #          backend's own tests (roce_verbs_tests), ucx_info -d, ucx_perftest UCT am_lat/put_bw/get_bw/
 #          add_lat, UCP tag_lat/tag_bw/ucp_put_bw with UCX_TLS=rc_roce,self (no auxiliary transport),
 #          and mpi_pingpong under mpirun with UCX_TLS=rc_roce,self
+#   interop our userspace RoCEv2 device (src/sw) against a kernel rxe QP (rxe1 on a veth pair, the
+#          userspace end in network namespace ns1): SEND/WRITE/READ/atomics both ways, every byte and
+#          the ICRC checked both ways, wrong rkeys (interop.sh, roce_interop_rxe; ~5 s)
+#   gid    GID and traffic-class selection of rc_roce (gid.sh): the default is the RoCE v2 IPv4 entry
+#          (index from sysfs), a VLAN netdev (eth0.100) connects with UCX_RC_ROCE_GID_NETDEV, a DSCP set
+#          on the server only is on the wire both ways (rxeA/rxeB on a veth pair, dumpcap), bad
+#          settings give one-line errors (~40 s)
 # Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
 # unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
+# shellcheck source=interop.sh
+source "$here/interop.sh"   # interop_group
+# shellcheck source=gid.sh
+source "$here/gid.sh"       # gid_group
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce interop gid)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
@@ -126,6 +138,10 @@ if want ucx; then
     && perf_lat rc_verbs.am_lat uct.rc_verbs.am_lat
   perftest uct.rc_verbs.put_bw -t put_bw -x rc_verbs -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30 \
     && perf_bw rc_verbs.put_bw_64KiB uct.rc_verbs.put_bw
+  perftest uct.rc_verbs.get_bw -t get -x rc_verbs -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30 \
+    && perf_bw rc_verbs.get_bw_64KiB uct.rc_verbs.get_bw
+  perftest uct.rc_verbs.add_lat -t add_lat -x rc_verbs -d "$DEV:1" -n 2000 -w 200 \
+    && perf_lat rc_verbs.add_lat uct.rc_verbs.add_lat
   perftest uct.ud_verbs.am_lat -t am_lat -x ud_verbs -d "$DEV:1" -n 5000 -w 500 \
     && perf_lat ud_verbs.am_lat uct.ud_verbs.am_lat
   perftest uct.ud_verbs.am_bw -t am_bw -x ud_verbs -d "$DEV:1" -D bcopy -s 512 -n 5000 -w 500 \
@@ -135,6 +151,7 @@ if want ucx; then
   export UCX_TLS=rc_verbs,ud_verbs:aux,self
   perftest ucp.rc.tag_lat -t tag_lat -n 5000 -w 500 && perf_lat ucp_rc_verbs.tag_lat ucp.rc.tag_lat
   perftest ucp.rc.tag_bw -t tag_bw -s 1048576 -n 30 -w 3 && perf_bw ucp_rc_verbs.tag_bw_1MiB ucp.rc.tag_bw
+  perftest ucp.rc.put_bw -t ucp_put_bw -s 1048576 -n 30 -w 3 && perf_bw ucp_rc_verbs.put_bw_1MiB ucp.rc.put_bw
   export UCX_TLS=ud_verbs,self
   perftest ucp.ud.tag_lat -t tag_lat -n 5000 -w 500 && perf_lat ucp_ud_verbs.tag_lat ucp.ud.tag_lat
   perftest ucp.ud.tag_bw -t tag_bw -s 1048576 -n 10 -w 2 && perf_bw ucp_ud_verbs.tag_bw_1MiB ucp.ud.tag_bw
@@ -231,7 +248,7 @@ if want roce; then
     # Bad input: a GID index that is not in the table gets one clear error, no crash.
     UCX_RC_ROCE_GID_INDEX=200 step roce.bad_gid_index ucx_info -d -t rc_roce
     if [ -f "$LOG" ]; then
-      grep -q "GID index 200 is not a RoCE v2 GID" "$LOG" \
+      grep -q "UCX_RC_ROCE_GID_INDEX=200: .*; valid: " "$LOG" \
         || fail_step roce.bad_gid_index "no clear error for UCX_RC_ROCE_GID_INDEX=200"
     fi
     perftest uct.rc_roce.am_lat -t am_lat -x rc_roce -d "$DEV:1" -n 5000 -w 500 \
@@ -254,6 +271,16 @@ if want roce; then
     MPI_EXTRA=()
     unset UCX_TLS
   fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want interop; then
+  interop_group   # creates ns1, a veth pair and rxe1 (rxe0 and its counters are not involved)
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want gid; then
+  gid_group       # adds eth0.100 (kept), then rxeA/rxeB on a veth pair (removed again)
 fi
 
 # rxe's own counters over the whole batch: retransmissions (completer_retry_err, duplicate_request,

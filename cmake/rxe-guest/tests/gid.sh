@@ -1,0 +1,245 @@
+#!/bin/bash
+# GID and traffic-class selection of rc_roce on kernel rxe (the policy of src/gid applied by the
+# verbs backend). Standalone, or the suite's `gid` group (~40 s in the guest):
+#
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/gid.sh
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh gid
+#
+# Steps:
+#   gid.default        with default settings rc_roce picks the RoCE v2 IPv4 entry of rxe0 port 1: the
+#                      index its iface logs (UCX_LOG_LEVEL=info) and its QPs' sgid index equal the
+#                      entry sysfs shows as RoCE v2 ::ffff:a.b.c.d; `roce_doctor gid` explains the same
+#   gid.vlan.setup     VLAN 100 on eth0 (eth0.100, 192.168.100.15/24): rxe adds RoCE v2 entries for it
+#   gid.vlan.am_lat    ucx_perftest UCT am_lat on rxe0:1 with UCX_RC_ROCE_GID_NETDEV=eth0.100 on both
+#                      sides: connects, and every QP's sgid index is the VLAN entry
+#   gid.tc.setup       two rxe devices on a veth pair in this namespace (rxeA on vA 192.168.88.1, rxeB on
+#                      vB 192.168.88.2). Traffic between two local addresses normally goes through lo,
+#                      where rxe drops it; moving the kernel's `local` rule behind two rules that route
+#                      each address out of the other's veth end, plus accept_local, puts it on the wire
+#   gid.tc.tag_lat     UCP tag_lat, server on rxeB with UCX_RC_ROCE_DSCP=46 (ToS 186 with ECT(0)),
+#                      client on rxeA with default settings (ToS 106), dumpcap on vA: every RC packet
+#                      in both directions must carry ToS 186 (`roce_doctor wire` summarises the capture)
+#   gid.bad_settings   a GID index out of range, a netdev not in the table, RoCE v1: one-line errors
+#                      naming the setting and the valid choices
+# Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos.
+
+GID_SCRIPT=$(realpath "${BASH_SOURCE[0]}")
+GID_DEV=${DEV:-rxe0}
+GID_VLAN_IP=192.168.100.15
+GID_A_IP=192.168.88.1
+GID_B_IP=192.168.88.2
+
+# gid_index_of <dev> <gid-suffix> [ndev]: the index of the RoCE v2 entry whose GID ends with the
+# suffix (and whose netdev is ndev), from sysfs; empty if none.
+gid_index_of() {
+  local base=/sys/class/infiniband/$1/ports/1 i g t n
+  for ((i = 0; i < 32; i++)); do
+    read -r g < "$base/gids/$i" 2>/dev/null || continue
+    [[ $g == *"$2" ]] || continue
+    read -r t < "$base/gid_attrs/types/$i" 2>/dev/null || continue
+    [ "$t" = "RoCE v2" ] || continue
+    if [ -n "${3:-}" ]; then read -r n < "$base/gid_attrs/ndevs/$i" 2>/dev/null; [ "$n" = "$3" ] || continue; fi
+    printf '%s' "$i"; return 0
+  done
+  return 1
+}
+
+# gid_hex <a.b.c.d>: the last two GID groups of an IPv4-mapped address (ffff:c0a8:640f style).
+gid_hex() { local -a o; IFS=. read -ra o <<<"$1"; printf 'ffff:%02x%02x:%02x%02x' "${o[0]}" "${o[1]}" "${o[2]}" "${o[3]}"; }
+
+# sgid_indexes <log>...: the distinct "sgid index N" the QPs of these logs used.
+sgid_indexes() {
+  local f line seen=" "
+  for f in "$@"; do
+    while IFS= read -r line; do
+      [[ $line == *"verbs: QP "*"sgid index "* ]] || continue
+      line=${line#*sgid index }; line=${line%%,*}
+      [[ $seen == *" $line "* ]] || seen+="$line "
+    done < "$f"
+  done
+  seen=${seen# }
+  printf '%s' "${seen% }"
+}
+
+gid_tc_setup() {
+  set -e
+  modprobe veth
+  ip link add vA type veth peer name vB
+  ip addr add $GID_A_IP/24 dev vA
+  ip addr add $GID_B_IP/24 dev vB
+  ip link set vA up
+  ip link set vB up
+  ip rule add pref 100 lookup local
+  ip rule del pref 0
+  ip rule add pref 10 iif lo to $GID_B_IP lookup 101
+  ip rule add pref 11 iif lo to $GID_A_IP lookup 102
+  ip route add $GID_B_IP dev vA src $GID_A_IP table 101
+  ip route add $GID_A_IP dev vB src $GID_B_IP table 102
+  local d
+  for d in all vA vB; do
+    echo 1 > /proc/sys/net/ipv4/conf/$d/accept_local
+    echo 0 > /proc/sys/net/ipv4/conf/$d/rp_filter
+  done
+  rdma link add rxeA type rxe netdev vA
+  rdma link add rxeB type rxe netdev vB
+  set +e
+  local i ga="" gb=""
+  for ((i = 0; i < 100; i++)); do
+    ga=$(gid_index_of rxeA "$(gid_hex $GID_A_IP)") && gb=$(gid_index_of rxeB "$(gid_hex $GID_B_IP)") && break
+    sleep 0.1
+  done
+  ip rule
+  ip route get $GID_B_IP from $GID_A_IP
+  echo "rxeA: $GID_A_IP at GID index ${ga:-none}; rxeB: $GID_B_IP at GID index ${gb:-none}"
+  [ -n "$ga" ] && [ -n "$gb" ]
+}
+
+# gid.sh bad-settings: each impossible setting must give a one-line error with the valid choices.
+gid_bad_settings() {
+  local kv name value line out rc=0
+  for kv in GID_INDEX=200 GID_NETDEV=eth9 ROCE_VERSION=1 ADDR_FAMILY=ipx; do
+    name=${kv%%=*} value=${kv#*=}
+    out=$(env "UCX_RC_ROCE_$kv" ucx_info -d -t rc_roce 2>&1)
+    # rxe0's own error when there is one (the userspace device's netdevs report theirs too).
+    line=$(grep -F "UCX_RC_ROCE_$name=$value: " <<<"$out" | grep -m1 -F "$GID_DEV") \
+      || line=$(grep -m1 -F "UCX_RC_ROCE_$name=$value: " <<<"$out")
+    if [[ $line == *"; valid: "* ]] && grep -q "failed to open interface" <<<"$out"; then
+      echo "$kv -> ${line#*ERROR }"
+    else
+      echo "$kv -> no one-line error naming the valid choices:"; echo "$out" | tail -n 5; rc=1
+    fi
+  done
+  return $rc
+}
+
+gid_tc_cleanup() {
+  rdma link delete rxeA 2>/dev/null
+  rdma link delete rxeB 2>/dev/null
+  ip link del vA 2>/dev/null
+  ip rule add pref 0 lookup local 2>/dev/null
+  ip rule del pref 100 2>/dev/null
+  ip rule del pref 10 2>/dev/null
+  ip rule del pref 11 2>/dev/null
+}
+
+gid_group() {
+  local plugin=$BUILD/uct/libuct_roce.so.0 doctor=$BUILD/src/gid/roce_doctor
+  if [ ! -f "$plugin" ] || [ ! -x "$doctor" ]; then
+    fail_step gid "$plugin or $doctor not built"
+    return
+  fi
+  local v2idx idx line i saved_tls=${UCX_TLS-} saved_nd=${UCX_NET_DEVICES-}
+  export LD_PRELOAD=$plugin
+  export UCX_NET_DEVICES=$GID_DEV:1
+  # The choices are logged at info level: the core's (GID index, each QP's sgid index and class)
+  # and UCX's own threshold both.
+  export UCX_LOG_LEVEL=info UCX_RC_ROCE_LOG_LEVEL=info
+
+  # ---- default selection: the RoCE v2 IPv4 entry, as sysfs shows it
+  v2idx=$(gid_index_of "$GID_DEV" "$(gid_hex 10.0.2.15)" eth0)
+  T=30 step gid.doctor "$doctor" gid --dev "$GID_DEV:1" --peer 10.0.2.15
+  step gid.default ucx_info -d -t rc_roce
+  if [ -f "$LOG" ]; then
+    idx=""
+    while IFS= read -r line; do
+      [[ $line == *"verbs: $GID_DEV port 1: GID index "*" ("* ]] && { idx=${line#*GID index }; idx=${idx%% *}; }
+    done < "$LOG"
+    say "sysfs: RoCE v2 IPv4 entry of $GID_DEV is index ${v2idx:-none}; rc_roce chose ${idx:-none}"
+    result gid.default_index "${idx:--1}" index
+    [ -n "$v2idx" ] && [ "$idx" = "$v2idx" ] \
+      || fail_step gid.default "rc_roce chose GID index '${idx}', sysfs has the RoCE v2 IPv4 entry at '${v2idx}'"
+    grep -q "interface default: index $v2idx (RoCE v2 IPv4 10.0.2.15 on eth0" "$LOGDIR/gid.doctor" \
+      || fail_step gid.doctor "roce_doctor does not explain index $v2idx as the interface default"
+  fi
+  port=13600
+  perftest gid.default.am_lat -t am_lat -x rc_roce -d "$GID_DEV:1" -n 2000 -w 200 \
+    && { idx=$(sgid_indexes "$LOG" "$LOG.server")
+         [ "$idx" = "$v2idx" ] || fail_step gid.default.am_lat "QPs used sgid index '$idx', expected '$v2idx'"; }
+
+  # ---- a VLAN netdev: rxe adds its entries; rc_roce connects over it when told to
+  local vidx=""
+  T=20 step gid.vlan.setup bash -c "modprobe 8021q && ip link add link eth0 name eth0.100 type vlan id 100 &&
+      ip addr add $GID_VLAN_IP/24 dev eth0.100 && ip link set eth0.100 up"
+  for ((i = 0; i < 50; i++)); do vidx=$(gid_index_of "$GID_DEV" "$(gid_hex $GID_VLAN_IP)" eth0.100) && break; nap 0.1; done
+  if [ -z "$vidx" ]; then
+    fail_step gid.vlan.setup "no RoCE v2 GID for $GID_VLAN_IP on eth0.100 in $GID_DEV's table"
+  else
+    say "eth0.100: RoCE v2 entry $vidx"
+    result gid.vlan_index "$vidx" index
+    # Defaults stay on the untagged entry with the VLAN present.
+    step gid.vlan.default ucx_info -d -t rc_roce
+    grep -q "verbs: $GID_DEV port 1: GID index $v2idx " "$LOG" \
+      || fail_step gid.vlan.default "with a VLAN added the default is no longer index $v2idx"
+    UCX_RC_ROCE_GID_NETDEV=eth0.100 perftest gid.vlan.am_lat -t am_lat -x rc_roce -d "$GID_DEV:1" -n 2000 -w 200 \
+      && { perf_lat gid.vlan.am_lat gid.vlan.am_lat
+           idx=$(sgid_indexes "$LOG" "$LOG.server")
+           [ "$idx" = "$vidx" ] || fail_step gid.vlan.am_lat "QPs used sgid index '$idx', expected the VLAN entry $vidx"
+           grep -q "GID index $vidx (RoCE v2 IPv4 $GID_VLAN_IP on eth0.100" "$LOG" \
+             || fail_step gid.vlan.am_lat "the iface did not choose the VLAN entry $vidx"; }
+  fi
+
+  # ---- traffic class set on one side only, captured on the wire in both directions
+  if T=30 step gid.tc.setup bash "$GID_SCRIPT" tc-setup; then
+    local cap=$OUT/gid-tc.pcap cpid dscp=46 want
+    want=$(( dscp << 2 | 2 ))
+    dumpcap -q -P -i vA -f "udp port 4791" -w "$cap" > "$LOGDIR/gid.tc.dumpcap" 2>&1 &
+    cpid=$!
+    for ((i = 0; i < 100; i++)); do [ -s "$cap" ] && break; nap 0.1; done
+    port=$((port + 1))
+    SRV=(env UCX_NET_DEVICES=rxeB:1 "UCX_RC_ROCE_DSCP=$dscp" "UCX_TLS=rc_roce,self" ucx_perftest -p "$port")
+    CLI=(env UCX_NET_DEVICES=rxeA:1 "UCX_TLS=rc_roce,self" ucx_perftest -p "$port" localhost -t tag_lat -n 1000 -w 100)
+    pair gid.tc.tag_lat "$port" && perf_lat gid.tc.tag_lat gid.tc.tag_lat
+    nap 0.5
+    kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+    T=30 step gid.tc.wire "$doctor" wire "$cap"
+    if [ -s "$LOG" ]; then
+      local -a w; local fwd="" rev="" bad=""
+      # flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E
+      while read -r -a w; do
+        [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = rc ] || continue
+        local t=${w[6]#tos=} n=${w[5]#packets=}
+        [ "$t" = "$want" ] || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
+        [ "${w[1]}" = $GID_A_IP ] && [ "$t" = "$want" ] && fwd=$t
+        [ "${w[1]}" = $GID_B_IP ] && [ "$t" = "$want" ] && rev=$t
+      done < "$LOG"
+      result gid.tc.client_to_server.tos "${fwd:--1}" tos
+      result gid.tc.server_to_client.tos "${rev:--1}" tos
+      [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
+        || fail_step gid.tc.wire "RC packets not all in ToS $want both ways:${bad:- a direction is missing}"
+    fi
+  fi
+  gid_tc_cleanup
+
+  # ---- impossible settings: one line naming the setting and the valid choices
+  T=60 step gid.bad_settings bash "$GID_SCRIPT" bad-settings && while IFS= read -r line; do say "  $line"; done < "$LOG"
+
+  unset LD_PRELOAD UCX_LOG_LEVEL UCX_RC_ROCE_LOG_LEVEL
+  if [ -n "$saved_tls" ]; then export UCX_TLS=$saved_tls; else unset UCX_TLS; fi
+  export UCX_NET_DEVICES=$saved_nd
+}
+
+# Modes of the script itself (steps run commands, not shell functions).
+if [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = tc-setup ]; then
+  gid_tc_setup; exit
+elif [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = bad-settings ]; then
+  gid_bad_settings; exit
+elif [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  # Standalone: the suite's helpers, then the group.
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  # shellcheck source=lib.sh
+  source "$here/lib.sh"
+  BUILD=${ROCE_BUILD_DIR:-/work/main/build}
+  DEV=rxe0
+  COUNTERS_DEV=$DEV
+  port=13600
+  perf_lat() { local v; v=$(field_after "$LOG" Final: 3); [ -n "$v" ] && result "$1" "$v" us || fail_step "$2" "no Final: line"; }
+  perftest() {
+    local name=$1; shift
+    port=$((port + 1))
+    SRV=(ucx_perftest -p "$port")
+    CLI=(ucx_perftest -p "$port" localhost "$@")
+    pair "$name" "$port"
+  }
+  gid_group
+  summary
+fi

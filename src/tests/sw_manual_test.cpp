@@ -1,0 +1,253 @@
+// connect_qp_manual (sw/device.hpp, ManualPeer): two devices on 127.0.0.1 connected by hand,
+// as a verbs application connects a QP to a kernel rxe QP, exchange SEND / WRITE / READ both ways
+// with PSNs across the 2^24 wrap; a wrong rkey is a remote access error; bad parameters are
+// refused; destroying a manual QP sends the peer no CM message; and what rxe's packets look like
+// (any UDP source port of the peer's IP, a changing IPv4 ID under the ICRC) is accepted on a
+// manual QP only when its ManualPeer says so.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <random>
+
+#include "sw/device_impl.hpp"
+#include "sw/test_support.hpp"
+#include "wire/packet.hpp"
+
+using namespace roce;
+using namespace roce::sw;
+using namespace roce::sw::testing;
+
+namespace {
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 r(seed);
+    for (auto& b : v)
+        b = uint8_t(r());
+    return v;
+}
+
+DeviceConfig cfg1024() {
+    DeviceConfig c;
+    c.mtu = 1024;
+    c.max_recv_msg = 1 << 20;
+    return c;
+}
+
+// Two devices, QP qa on a and qb on b connected by hand to each other.
+struct ManualPair {
+    Host a, b;
+    uint32_t qa = 0, qb = 0;
+    static constexpr uint32_t psn_a = 0xfffff0;   // a's sends wrap the 24-bit PSN space
+    static constexpr uint32_t psn_b = 0x123456;
+
+    void open(ManualPeer tmpl = {}) {
+        ASSERT_EQ(a.open(cfg1024()), Status::ok);
+        ASSERT_EQ(b.open(cfg1024()), Status::ok);
+        ASSERT_EQ(a.dev->create_qp(qa), Status::ok);
+        ASSERT_EQ(b.dev->create_qp(qb), Status::ok);
+        ManualPeer to_b = tmpl, to_a = tmpl;
+        to_b.addr = b.dev->address();
+        to_b.qpn = qb;
+        to_b.sq_psn = psn_a;
+        to_b.rq_psn = psn_b;
+        to_a.addr = a.dev->address();
+        to_a.qpn = qa;
+        to_a.sq_psn = psn_b;
+        to_a.rq_psn = psn_a;
+        ASSERT_EQ(a.dev->connect_qp_manual(qa, to_b), Status::ok);
+        ASSERT_EQ(b.dev->connect_qp_manual(qb, to_a), Status::ok);
+        EXPECT_EQ(a.dev->qp_state(qa), QpState::rts);
+        EXPECT_EQ(b.dev->qp_state(qb), QpState::rts);
+    }
+    Status wait(Host& h, uint64_t id, double t = 10) {
+        if (!run_until({&a, &b}, [&] { return h.find(id) != nullptr; }, t))
+            return Status::in_progress;
+        return h.find(id)->status;
+    }
+};
+
+} // namespace
+
+TEST(SwManual, SendWriteReadBothWays) {
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open());
+    const size_t max = 256 * 1024 + 5;
+    std::vector<uint8_t> mem_a(max), mem_b(max);
+    MrKeys ka, kb;
+    ASSERT_EQ(p.a.pd->reg_mr(mem_a.data(), max, access_all, ka), Status::ok);
+    ASSERT_EQ(p.b.pd->reg_mr(mem_b.data(), max, access_all, kb), Status::ok);
+    struct Side {
+        Host& h;
+        uint32_t qp;
+        Host& peer;
+        uint32_t peer_qp;
+        std::vector<uint8_t>& peer_mem;
+        MrKeys peer_keys;
+    };
+    Side sides[2] = {{p.a, p.qa, p.b, p.qb, mem_b, kb}, {p.b, p.qb, p.a, p.qa, mem_a, ka}};
+    uint64_t id = 1;
+    for (Side& s : sides) {
+        for (size_t sz : {size_t(1), size_t(1023), size_t(1024), size_t(1025), size_t(5000), size_t(65536)}) {
+            auto src = pattern(sz, uint32_t(sz + id));
+            iovec iov{src.data(), sz};
+            ASSERT_EQ(s.h.dev->post_send(s.qp, id, &iov, 1), Status::ok);
+            ASSERT_EQ(p.wait(s.h, id), Status::ok) << "send " << sz;
+            ASSERT_FALSE(s.peer.msgs.empty());
+            EXPECT_EQ(s.peer.msgs.back().qpn, s.peer_qp);
+            EXPECT_EQ(s.peer.msgs.back().data, src) << "send " << sz;
+            s.peer.msgs.clear();
+            ++id;
+        }
+        const uint64_t va = uint64_t(uintptr_t(s.peer_mem.data()));
+        for (size_t sz : {size_t(1), size_t(1024), size_t(1025), size_t(3000), max}) {
+            auto src = pattern(sz, uint32_t(sz * 7 + id));
+            ASSERT_EQ(s.h.dev->post_write(s.qp, id, src.data(), sz, va, s.peer_keys.rkey, true), Status::ok);
+            ASSERT_EQ(p.wait(s.h, id), Status::ok) << "write " << sz;
+            EXPECT_EQ(std::memcmp(s.peer_mem.data(), src.data(), sz), 0) << "write " << sz;
+            ++id;
+            std::vector<uint8_t> back(sz, 0);
+            ASSERT_EQ(s.h.dev->post_read(s.qp, id, back.data(), sz, va, s.peer_keys.rkey), Status::ok);
+            ASSERT_EQ(p.wait(s.h, id), Status::ok) << "read " << sz;
+            EXPECT_EQ(back, src) << "read " << sz;
+            ++id;
+        }
+    }
+    // A wrong rkey: remote access error, nothing written.
+    std::vector<uint8_t> src(100, 0x5a);
+    ASSERT_EQ(p.a.dev->post_write(p.qa, 999, src.data(), src.size(), uint64_t(uintptr_t(mem_b.data())),
+                                  kb.rkey ^ 0x5555, true), Status::ok);
+    EXPECT_EQ(p.wait(p.a, 999), Status::remote_access);
+    EXPECT_NE(mem_b[0], 0x5a);
+    for (Host* h : {&p.a, &p.b}) {
+        const DeviceStats st = h->dev->stats();
+        EXPECT_GT(st.rx_packets, 0u);
+        EXPECT_EQ(st.icrc_errors, 0u);
+        EXPECT_EQ(st.dropped_unknown_qp, 0u);
+        EXPECT_EQ(st.malformed, 0u);
+    }
+}
+
+TEST(SwManual, RefusesBadParameters) {
+    Host a;
+    ASSERT_EQ(a.open(cfg1024()), Status::ok);
+    uint32_t q = 0;
+    ASSERT_EQ(a.dev->create_qp(q), Status::ok);
+    ManualPeer good;
+    good.addr = a.dev->address();
+    good.addr.port = 4791;
+    good.qpn = 0x42;
+    auto with = [&](auto change) {
+        ManualPeer m = good;
+        change(m);
+        return a.dev->connect_qp_manual(q, m);
+    };
+    EXPECT_EQ(with([](ManualPeer& m) { m.qpn = 1; }), Status::invalid_param);        // QP1 is the CM's
+    EXPECT_EQ(with([](ManualPeer& m) { m.qpn = 1u << 24; }), Status::invalid_param);
+    EXPECT_EQ(with([](ManualPeer& m) { m.sq_psn = 1u << 24; }), Status::invalid_param);
+    EXPECT_EQ(with([](ManualPeer& m) { m.rq_psn = 1u << 24; }), Status::invalid_param);
+    EXPECT_EQ(with([](ManualPeer& m) { m.mtu = 1500; }), Status::invalid_param);
+    EXPECT_EQ(with([](ManualPeer& m) { m.addr.port = 0; }), Status::invalid_param);
+    EXPECT_EQ(with([](ManualPeer& m) { m.addr.family = AF_INET6; }), Status::unreachable);
+    EXPECT_EQ(a.dev->connect_qp_manual(q + 1, good), Status::invalid_param);   // unknown QP
+    EXPECT_EQ(a.dev->qp_state(q), QpState::reset);
+    EXPECT_EQ(a.dev->connect_qp_manual(q, good), Status::ok);
+    EXPECT_EQ(a.dev->connect_qp_manual(q, good), Status::invalid_param);   // not in reset
+    EXPECT_EQ(a.dev->connect_qp(q, good.addr), Status::invalid_param);
+}
+
+TEST(SwManual, DestroyTellsThePeerNothing) {
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open());
+    const DeviceStats b0 = p.b.dev->stats();
+    ASSERT_EQ(p.a.dev->destroy_qp(p.qa), Status::ok);
+    run_until({&p.a, &p.b}, [] { return false; }, 0.05);
+    EXPECT_EQ(p.b.dev->qp_state(p.qb), QpState::rts);   // no DREQ reached (or applied to) it
+    EXPECT_EQ(p.b.dev->stats().rx_packets, b0.rx_packets);
+}
+
+namespace {
+
+// Injects one RDMA WRITE ONLY of `payload` into `h`'s QP `qpn` as if it came from src_ip:src_port
+// with IPv4 ID `ipv4_id` (a UDP socket cannot make the kernel send a chosen ID, so the packet
+// enters the receive path directly).
+void inject_write(Host& h, uint32_t qpn, uint32_t psn, const WireAddr& src, uint16_t ipv4_id,
+                  uint64_t va, uint32_t rkey, const std::vector<uint8_t>& payload) {
+    auto* impl = dynamic_cast<DeviceImpl*>(h.dev.get());
+    ASSERT_NE(impl, nullptr);
+    wire::IpContext ip;
+    fill_ip_context(src, h.dev->address(), ip);
+    ip.ipv4_id = ipv4_id;
+    wire::Packet pkt;
+    pkt.bth.opcode = uint8_t(wire::Opcode::rc_write_only);
+    pkt.bth.dest_qp = qpn;
+    pkt.bth.psn = psn;
+    pkt.bth.ack_req = true;
+    pkt.reth.va = va;
+    pkt.reth.rkey = rkey;
+    pkt.reth.dma_len = uint32_t(payload.size());
+    std::vector<uint8_t> out(4096);
+    const size_t n = wire::build(pkt, payload, ip, out);
+    ASSERT_GT(n, 0u);
+    std::lock_guard lk(impl->mu_);
+    impl->process_datagram(out.data(), n, src);
+}
+
+} // namespace
+
+TEST(SwManual, RxeLikePacketsNeedTheirFlags) {
+    // An rxe peer sends from 0xC000 | hash (not the port we send to) and numbers its IPv4 IDs.
+    for (int variant = 0; variant < 3; ++variant) {
+        ManualPeer tmpl;
+        tmpl.any_source_port = variant != 1;
+        tmpl.any_ipv4_id = variant != 2;
+        ManualPair p;
+        ASSERT_NO_FATAL_FAILURE(p.open(tmpl));
+        std::vector<uint8_t> mem(256, 0);
+        MrKeys k;
+        ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+        WireAddr from = p.a.dev->address();
+        from.port = 0xc123;
+        const auto data = pattern(200, 77);
+        const DeviceStats s0 = p.b.dev->stats();
+        const uint16_t id = variant == 1 ? 0 : 0x4321;   // variant 1 checks the port alone
+        ASSERT_NO_FATAL_FAILURE(inject_write(p.b, p.qb, ManualPair::psn_a, from, id,
+                                             uint64_t(uintptr_t(mem.data())), k.rkey, data));
+        const DeviceStats s1 = p.b.dev->stats();
+        const bool landed = std::memcmp(mem.data(), data.data(), data.size()) == 0;
+        switch (variant) {
+        case 0:   // both flags (the default): executed
+            EXPECT_TRUE(landed);
+            EXPECT_EQ(s1.rx_nonzero_ipv4_id, s0.rx_nonzero_ipv4_id + 1);
+            EXPECT_EQ(s1.icrc_errors, s0.icrc_errors);
+            break;
+        case 1:   // source port must match: not our peer
+            EXPECT_FALSE(landed);
+            EXPECT_EQ(s1.dropped_unknown_qp, s0.dropped_unknown_qp + 1);
+            break;
+        case 2:   // IPv4 ID must be ours (below 64): the ICRC check fails
+            EXPECT_FALSE(landed);
+            EXPECT_EQ(s1.icrc_errors, s0.icrc_errors + 1);
+            break;
+        }
+    }
+}
+
+TEST(SwManual, AnyIpv4IdOnlyForTheManualPeer) {
+    // A numbered IPv4 ID is accepted for a manual QP's peer only, not for a stranger's packet
+    // to the same QP (that one fails the ICRC check, as before).
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open());
+    std::vector<uint8_t> mem(64, 0);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+    WireAddr stranger = p.a.dev->address();
+    stranger.ip[3] = 2;   // 127.0.0.2
+    const auto data = pattern(64, 5);
+    const DeviceStats s0 = p.b.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(inject_write(p.b, p.qb, ManualPair::psn_a, stranger, 0x9999,
+                                         uint64_t(uintptr_t(mem.data())), k.rkey, data));
+    EXPECT_EQ(p.b.dev->stats().icrc_errors, s0.icrc_errors + 1);
+    EXPECT_NE(std::memcmp(mem.data(), data.data(), data.size()), 0);
+}

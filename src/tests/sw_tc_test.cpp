@@ -1,0 +1,259 @@
+// Traffic-class negotiation of the userspace device. A fake peer - a plain UDP socket speaking our
+// CM over QP1 - advertises a configured class while the device holds only the builtin default;
+// the device must then send the connection's packets in the peer's class, as passive side (after
+// answering a REQ) and as active side (after the REP). The ToS is read with IP_RECVTOS, i.e. as
+// the kernel put it on the wire.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+#include "gid/traffic_class.hpp"
+#include "sw/cm.hpp"
+#include "sw/test_support.hpp"
+#include "sw/udp_socket.hpp"
+#include "wire/opcode.hpp"
+#include "wire/packet.hpp"
+
+using namespace roce;
+using namespace roce::sw;
+
+namespace {
+
+constexpr uint8_t peer_tos = 18 << 2 | gid::ecn_ect0;   // 74: DSCP 18, ECT(0)
+
+struct Captured {
+    wire::Packet pkt;
+    std::vector<uint8_t> bytes;
+    int tos = -1;
+};
+
+class FakePeer {
+public:
+    FakePeer() {
+        fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int one = 1, pmtu = IP_PMTUDISC_DO;
+        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+        setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+        EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+        socklen_t len = sizeof(sa);
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+        addr_.family = AF_INET;
+        std::memcpy(addr_.ip, &sa.sin_addr, 4);
+        addr_.port = ntohs(sa.sin_port);
+    }
+    ~FakePeer() { ::close(fd_); }
+    const WireAddr& addr() const { return addr_; }
+
+    void send_cm(const WireAddr& to, const cm::Msg& m) {
+        uint8_t body[cm::msg_size];
+        cm::encode(m, body);
+        wire::Packet pkt;
+        pkt.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+        pkt.bth.dest_qp = 1;
+        pkt.deth.qkey = cm::qkey;
+        pkt.deth.src_qp = 1;
+        wire::IpContext ip;
+        fill_ip_context(addr_, to, ip);
+        uint8_t out[512];
+        const size_t n = wire::build(pkt, std::span<const uint8_t>(body, sizeof(body)), ip, out);
+        ASSERT_GT(n, 0u);
+        sockaddr_storage ss;
+        const socklen_t sl = to_sockaddr(to, ss);
+        ASSERT_EQ(::sendto(fd_, out, n, 0, reinterpret_cast<sockaddr*>(&ss), sl), ssize_t(n));
+    }
+
+    // Drives `host` until a packet with an opcode accepted by `want` arrives (2 s at most).
+    bool receive(sw::testing::Host& host, const std::function<bool(uint8_t)>& want, Captured& c) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (std::chrono::steady_clock::now() < end) {
+            host.poll();
+            uint8_t ctl[128];
+            c.bytes.resize(4096);
+            iovec iov{c.bytes.data(), c.bytes.size()};
+            msghdr mh{};
+            mh.msg_iov = &iov;
+            mh.msg_iovlen = 1;
+            mh.msg_control = ctl;
+            mh.msg_controllen = sizeof(ctl);
+            const ssize_t n = ::recvmsg(fd_, &mh, MSG_DONTWAIT);
+            if (n <= 0) {
+                usleep(200);
+                continue;
+            }
+            c.bytes.resize(size_t(n));
+            c.tos = -1;
+            for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+                if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
+                    c.tos = *CMSG_DATA(cm);
+            wire::IpContext ip{};
+            if (wire::parse(c.bytes, ip, false, c.pkt) != wire::ParseError::none)
+                continue;
+            if (want(c.pkt.bth.opcode))
+                return true;
+        }
+        return false;
+    }
+
+private:
+    int fd_ = -1;
+    WireAddr addr_{};
+};
+
+bool is_cm(uint8_t op) { return op == uint8_t(wire::Opcode::ud_send_only); }
+bool is_rc_send(uint8_t op) { return op <= uint8_t(wire::Opcode::rc_send_only); }   // first..only
+
+// The device side: the builtin default class (DSCP 26 + ECT(0)), as UCX configures it by default.
+DeviceConfig builtin_class() {
+    DeviceConfig c;
+    c.ip = "127.0.0.1";
+    c.traffic_class = 106;
+    c.traffic_class_source = uint8_t(gid::TcSource::builtin);
+    c.progress_thread = false;
+    c.gso = false;
+    return c;
+}
+
+cm::Msg peer_advert(cm::Msg m) {
+    gid::TrafficClass tc;
+    tc.tos = peer_tos;
+    tc.tos_source = gid::TcSource::config;
+    tc.priority = 3;
+    tc.priority_source = gid::TcSource::config;
+    m.has_tc = true;
+    m.tc = gid::encode_tc_advert(tc);
+    return m;
+}
+
+} // namespace
+
+TEST(SwTrafficClass, CmMessagesCarryTheAdvert) {
+    cm::Msg m = peer_advert({});
+    m.src_qpn = 0x42;
+    uint8_t buf[cm::msg_size];
+    cm::encode(m, buf);
+    cm::Msg d;
+    ASSERT_TRUE(cm::decode(buf, d));
+    EXPECT_TRUE(d.has_tc);
+    EXPECT_EQ(d.tc, m.tc);
+    // A peer of the first version leaves bytes 32.. zero: no advert.
+    std::memset(buf + 32, 0, 8);
+    ASSERT_TRUE(cm::decode(buf, d));
+    EXPECT_FALSE(d.has_tc);
+}
+
+TEST(SwTrafficClass, PassiveSideUsesTheClassTheRequesterConfigured) {
+    sw::testing::Host dev;
+    ASSERT_EQ(dev.open(builtin_class()), Status::ok);
+    FakePeer peer;
+    cm::Msg req;
+    req.type = cm::MsgType::req;
+    req.conn_id = 0x1234;
+    req.src_qpn = 0x77;
+    req.start_psn = 100;
+    req.mtu = 1024;
+    peer.send_cm(dev.dev->address(), peer_advert(req));
+
+    Captured rep;
+    ASSERT_TRUE(peer.receive(dev, is_cm, rep));
+    cm::Msg r;
+    ASSERT_TRUE(cm::decode(rep.pkt.payload, r));
+    ASSERT_EQ(r.type, cm::MsgType::rep);
+    ASSERT_TRUE(r.has_tc) << "the REP carries the answering side's class";
+    const auto local = gid::decode_tc_advert(r.tc);
+    ASSERT_TRUE(local);
+    EXPECT_EQ(local->tos, 106);
+    EXPECT_EQ(local->tos_source, gid::TcSource::builtin);
+    EXPECT_EQ(rep.tos, 106) << "CM messages go out in the socket's class";
+
+    // Data on the passive QP goes back in the requester's configured class.
+    const char msg[] = "hello";
+    iovec iov{const_cast<char*>(msg), sizeof(msg)};
+    ASSERT_EQ(dev.dev->post_send(r.src_qpn, 1, &iov, 1, nullptr), Status::ok);
+    Captured data;
+    ASSERT_TRUE(peer.receive(dev, is_rc_send, data));
+    EXPECT_EQ(data.pkt.bth.dest_qp, 0x77u);
+    EXPECT_EQ(data.tos, peer_tos);
+}
+
+// With GSO the message's packets leave as one UDP_SEGMENT send: the ToS rides beside it.
+class SwTrafficClassActive : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SwTrafficClassActive, AdoptsTheClassFromTheReply) {
+    sw::testing::Host dev;
+    DeviceConfig c = builtin_class();
+    c.gso = GetParam();
+    c.mtu = 1024;
+    ASSERT_EQ(dev.open(c), Status::ok);
+    FakePeer peer;
+    uint32_t qpn;
+    ASSERT_EQ(dev.dev->create_qp(qpn), Status::ok);
+    ASSERT_EQ(dev.dev->connect_qp(qpn, peer.addr()), Status::ok);
+    std::vector<uint8_t> msg(3 * 1024, 0x5a);   // three packets
+    iovec iov{msg.data(), msg.size()};
+    ASSERT_EQ(dev.dev->post_send(qpn, 1, &iov, 1, nullptr), Status::ok);
+
+    Captured req_pkt;
+    ASSERT_TRUE(peer.receive(dev, is_cm, req_pkt));
+    cm::Msg req;
+    ASSERT_TRUE(cm::decode(req_pkt.pkt.payload, req));
+    ASSERT_EQ(req.type, cm::MsgType::req);
+    ASSERT_TRUE(req.has_tc);
+    EXPECT_EQ(req_pkt.tos, 106);
+
+    cm::Msg rep;
+    rep.type = cm::MsgType::rep;
+    rep.conn_id = req.conn_id;
+    rep.src_qpn = 0x99;
+    rep.dst_qpn = req.src_qpn;
+    rep.start_psn = 7;
+    rep.mtu = req.mtu;
+    peer.send_cm(dev.dev->address(), peer_advert(rep));
+
+    for (int k = 0; k < 3; ++k) {
+        Captured data;
+        ASSERT_TRUE(peer.receive(dev, is_rc_send, data)) << "packet " << k;
+        EXPECT_EQ(data.pkt.bth.dest_qp, 0x99u);
+        EXPECT_EQ(data.tos, peer_tos) << "the reply's configured class wins over our builtin default";
+    }
+    EXPECT_EQ(dev.dev->qp_state(qpn), QpState::rts);
+    if (GetParam()) {
+        EXPECT_GT(dev.dev->stats().gso_sends, 0u) << "the three packets went out as one GSO send";
+    }
+}
+INSTANTIATE_TEST_SUITE_P(Gso, SwTrafficClassActive, ::testing::Bool(),
+                         [](const auto& i) { return i.param ? "gso" : "plain"; });
+
+TEST(SwTrafficClass, PeerWithoutAdvertKeepsOurClass) {
+    sw::testing::Host dev;
+    DeviceConfig c = builtin_class();
+    c.traffic_class = 0xb8;   // DSCP 46, configured
+    c.traffic_class_source = uint8_t(gid::TcSource::config);
+    ASSERT_EQ(dev.open(c), Status::ok);
+    FakePeer peer;
+    cm::Msg req;
+    req.type = cm::MsgType::req;
+    req.conn_id = 0x55;
+    req.src_qpn = 0x78;
+    req.mtu = 1024;
+    peer.send_cm(dev.dev->address(), req);   // has_tc = false: a first-version peer
+    Captured rep;
+    ASSERT_TRUE(peer.receive(dev, is_cm, rep));
+    cm::Msg r;
+    ASSERT_TRUE(cm::decode(rep.pkt.payload, r));
+    const char msg[] = "x";
+    iovec iov{const_cast<char*>(msg), sizeof(msg)};
+    ASSERT_EQ(dev.dev->post_send(r.src_qpn, 1, &iov, 1, nullptr), Status::ok);
+    Captured data;
+    ASSERT_TRUE(peer.receive(dev, is_rc_send, data));
+    EXPECT_EQ(data.tos, 0xb8);
+}
