@@ -47,6 +47,14 @@ foreach(_t ${_ucp_tests})
                        ENVIRONMENT "UCX_TLS=rc_roce,self")
 endforeach()
 
+# Diagnostics: live counters (UCX_RC_ROCE_STATS_DIR + roce_doctor counters), packet traces
+# (UCX_RC_ROCE_PCAP + tshark), the retransmit counter under fault injection.
+foreach(_mode counters faults)
+  add_test(NAME diag.${_mode} COMMAND ${_sh}/diag_check.sh ${_env} $<TARGET_FILE:roce_doctor>
+                                      ${CMAKE_SOURCE_DIR}/src/tests/tshark_check.sh ${_mode})
+  set_tests_properties(diag.${_mode} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240)
+endforeach()
+
 # The README's table of variables is generated from the config table compiled into the plugin.
 add_test(NAME docs.config_table_in_sync
          COMMAND ${CMAKE_SOURCE_DIR}/cmake/sync-readme.sh $<TARGET_FILE:roce_config_doc> --check)

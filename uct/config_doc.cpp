@@ -17,6 +17,7 @@ const char* type_text(std::string_view type) {
     if (type == "BOOL") return "y/n";
     if (type == "ULONG") return "unsigned long";
     if (type == "LOG_LEVEL") return "log level";
+    if (type == "STRING") return "string";
     return "value";
 }
 
@@ -35,7 +36,8 @@ int main() {
     std::printf("| Variable | Default | Type | Description |\n");
     std::printf("|---|---|---|---|\n");
     for (const auto& e : roce::uct::config_doc) {
-        std::printf("| `UCX_%s%s` | `%s` | %s | %s |\n", roce::uct::tl_config_prefix, e.name, e.dfl,
+        const std::string dfl = *e.dfl ? "`" + std::string(e.dfl) + "`" : "(empty)";
+        std::printf("| `UCX_%s%s` | %s | %s | %s |\n", roce::uct::tl_config_prefix, e.name, dfl.c_str(),
                     type_text(e.type), escape(e.doc).c_str());
     }
     // GID and traffic-class settings: their type column lists the valid choices.

@@ -13,7 +13,7 @@
 //   c_type  its C type; must match what the UCX parser of TYPE writes
 //   TYPE    UCS_CONFIG_TYPE_<TYPE> (UINT: unsigned, MEMUNITS: size_t, TIME: double seconds,
 //           DOUBLE: double, BOOL: int, ULONG: unsigned long, LOG_LEVEL: ucs_log_level_t enum,
-//           ULUNITS: size_t, "auto" = UCS_ULUNITS_AUTO)
+//           ULUNITS: size_t, "auto" = UCS_ULUNITS_AUTO, STRING: char*, owned by UCX)
 #pragma once
 
 #include <iterator>
@@ -71,7 +71,19 @@
       "retransmits by itself, so TIMEOUT applies to the userspace device only.")              \
     X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
       "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
-      "so UCX_LOG_LEVEL must allow them too.")
+      "so UCX_LOG_LEVEL must allow them too.")                                                 \
+    X(pcap, char*, "PCAP", "", STRING,                                                         \
+      "Userspace device: write every RoCEv2 packet sent and received to this pcap file "       \
+      "(Ethernet/IP/UDP frames rebuilt from the socket addresses; open with Wireshark or "     \
+      "roce_doctor wire). %p is replaced by the process id, %d by the interface's UDP port. "  \
+      "Empty: off.")                                                                           \
+    X(pcap_size, size_t, "PCAP_SIZE", "64m", MEMUNITS,                                         \
+      "Largest packet trace file (PCAP); once reached no more packets are written (logged "   \
+      "once).")                                                                                \
+    X(stats_dir, char*, "STATS_DIR", "", STRING,                                               \
+      "Write every interface's counters to DIR/rc_roce.<pid>.<device>.<port> about once a "    \
+      "second while the process runs and at close; roce_doctor counters DIR shows them. "      \
+      "Empty: off.")
 
 namespace roce::uct {
 

@@ -8,17 +8,22 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <functional>
 
+#include "common/counters_file.hpp"
 #include "common/log.hpp"
 #include "gid/synth.hpp"
 #include "gid/traffic_class.hpp"
 
 namespace roce::uct {
 namespace {
+
+constexpr double stats_interval_s = 1.0;   // UCX_RC_ROCE_STATS_DIR files are rewritten this often
 
 // ---------------------------------------------------------------- network devices
 
@@ -475,6 +480,24 @@ uct_iface_internal_ops_t iface_internal_ops = {
     .ep_invalidate = [](uct_ep_h, unsigned) noexcept { return UCS_ERR_UNSUPPORTED; },
 };
 
+// Rewrites the iface's counter file (UCX_RC_ROCE_STATS_DIR); on failure warns once and stops.
+void write_stats(Iface* iface) {
+    iface->stats_next = ucs_get_time() + ucs_time_from_sec(stats_interval_s);
+    CounterSnapshot snap;
+    snap.pid = static_cast<long>(getpid());
+    snap.device = iface->dev_name;
+    snap.address = iface->dev->address().to_string();
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snap.time = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+    snap.counters = parse_stats_text(iface->dev->stats_text());
+    std::string err;
+    if (write_counter_file(iface->stats_dir, iface->stats_file, snap, err) != Status::ok) {
+        ucs_warn("rc_roce: UCX_RC_ROCE_STATS_DIR: %s; counters are no longer written", err.c_str());
+        iface->stats_dir.clear();
+    }
+}
+
 void iface_close(uct_iface_h tl_iface) noexcept {
     Iface* iface = to_iface(tl_iface);
     try {
@@ -483,6 +506,9 @@ void iface_close(uct_iface_h tl_iface) noexcept {
             ucs_debug("rc_roce: closing iface %p with %zu endpoints", iface, iface->eps.size());
         }
         ep_destroy_all(iface);
+        if (!iface->stats_dir.empty()) {
+            write_stats(iface);
+        }
         if (ucs_log_is_enabled(UCS_LOG_LEVEL_DEBUG)) {
             ucs_debug("rc_roce: %s port %u stats: %s", iface->dev_name.c_str(), iface->port,
                       iface->dev->stats_text().c_str());
@@ -546,6 +572,8 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.faults.reorder = c.fault_reorder;
     dc.faults.corrupt = c.fault_corrupt;
     dc.faults.seed = c.fault_seed;
+    dc.pcap_path = c.pcap != nullptr ? c.pcap : "";
+    dc.pcap_limit = c.pcap_size;
     return dc;
 }
 
@@ -760,6 +788,10 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             iface->md = md;
             iface->dev_name = dev_name;
             if (md->is_verbs()) {
+                if (config.pcap != nullptr && config.pcap[0] != '\0') {
+                    ucs_warn("rc_roce: %s: UCX_RC_ROCE_PCAP traces the userspace device only (capture "
+                             "RDMA devices with tcpdump / ibdump)", dev_name);
+                }
                 status = open_verbs_device(config, gid_cfg, *md, dev_name, *iface);   // logs why not
                 if (status != UCS_OK) {
                     return fail(status);
@@ -795,6 +827,11 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             iface->bcopy_size = iface->max_msg;
             iface->scratch.reset(new uint8_t[iface->bcopy_size + 64]);
             iface->comps.resize(64);
+            if (config.stats_dir != nullptr && config.stats_dir[0] != '\0') {
+                iface->stats_dir = config.stats_dir;
+                iface->stats_file = counter_file_name(static_cast<long>(getpid()), iface->dev_name, iface->port);
+                write_stats(iface.get());
+            }
 
             ucs_debug("rc_roce: opened iface %p on %s (%s), mtu %u, sq %u, max msg %zu",
                       iface.get(), dev_name, iface->dev->address().to_string().c_str(),
@@ -817,6 +854,9 @@ unsigned iface_progress(uct_iface_h tl_iface) noexcept {
     try {
         count = iface->dev->progress();
         count += drain(iface);
+        if (!iface->stats_dir.empty() && ucs_get_time() >= iface->stats_next) {
+            write_stats(iface);
+        }
     } catch (...) {
         exception_status("iface_progress");
     }

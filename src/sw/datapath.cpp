@@ -67,6 +67,16 @@ static size_t put_tos_cmsg(uint8_t* at, int family, int tos) {
     return CMSG_SPACE(sizeof(int));
 }
 
+// The trace frame of a queued packet as the kernel sends it (the ToS: the packet's, else the
+// socket's).
+void DeviceImpl::trace_tx(const TxSlot& s, uint16_t ipv4_id) {
+    WireAddr dst;
+    if (!from_sockaddr(reinterpret_cast<const sockaddr*>(&s.sa), s.salen, dst))
+        return;
+    const uint8_t tos = s.tos >= 0 ? uint8_t(s.tos) : cfg_.traffic_class;
+    pcap_->write(sock_.local(), dst, tos, ipv4_id, std::span<const uint8_t>(s.buf, s.len));
+}
+
 void DeviceImpl::tx_send_plain() {
     unsigned m = 0;
     auto add = [&](TxSlot& s) {
@@ -83,6 +93,8 @@ void DeviceImpl::tx_send_plain() {
         }
         st_.tx_packets++;
         st_.tx_bytes += s.len;
+        if (pcap_)
+            trace_tx(s, 0);
         ++m;
     };
     if (!faults_.enabled()) {
@@ -185,6 +197,8 @@ void DeviceImpl::tx_send_gso() {
                 xor_icrc(s.buf, s.len, icrc_id_delta(s.len, uint16_t(k)));
             st_.tx_packets++;
             st_.tx_bytes += s.len;
+            if (pcap_)
+                trace_tx(s, first.sa.ss_family == AF_INET ? uint16_t(k) : 0);
         }
         if (first.tos >= 0) {
             mh.msg_control = tx_cmsg_[m].b;
@@ -219,7 +233,14 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
     ip.ipv4_id_known = false;
     wire::Packet pkt;
     const std::span<const uint8_t> data(buf, len);
+    // The trace frame carries the IPv4 ID the ICRC matched (the socket does not show it; 0 when
+    // nothing matched) and this device's ToS (nor does it show that).
+    auto trace = [&](uint16_t ipv4_id) {
+        if (pcap_)
+            pcap_->write(src, sock_.local(), cfg_.traffic_class, ipv4_id, data);
+    };
     if (wire::parse(data, ip, false, pkt) != wire::ParseError::none) {
+        trace(0);
         st_.malformed++;
         return;
     }
@@ -232,6 +253,7 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
         icrc_ok = wire::icrc_verify(ip, data);
     else
         icrc_ok = wire::icrc_verify_any_ipv4_id(ip, data, &id);
+    trace(icrc_ok ? id : 0);
     Qp* qp = pkt.bth.dest_qp == 1 ? nullptr : find_qp(pkt.bth.dest_qp);
     if (icrc_ok && id >= max_plausible_ipv4_id)
         icrc_ok = qp && qp->any_ipv4_id && from_peer(*qp, src);
@@ -378,6 +400,10 @@ unsigned DeviceImpl::progress_locked(bool owner) {
     }
     const uint64_t now = now_ns();
     run_timers(now);
+    if (pcap_ && now - pcap_flushed_ns_ > 1000000000) {   // the trace readable while the job runs
+        pcap_->flush();
+        pcap_flushed_ns_ = now;
+    }
     for (auto& [q, p] : qps_)
         req_progress(*p, now);
     // When only ACKs are queued and messages wait for the owner, hold the ACKs: the owner's

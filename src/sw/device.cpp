@@ -63,6 +63,15 @@ Status DeviceImpl::init() {
     window_pkts_ = std::clamp<uint32_t>(uint32_t(sock_.rcvbuf_bytes()) / 2 / per_pkt, 16, 256);
     read_chunk_pkts_ = std::max<uint32_t>(1, window_pkts_ / 8);
 
+    if (!cfg_.pcap_path.empty()) {
+        std::string err;
+        const std::string path = expand_trace_path(cfg_.pcap_path, sock_.local().port);
+        if (PcapWriter::open(path, cfg_.pcap_limit, pcap_, err) != Status::ok) {
+            ROCE_ERROR("packet trace: %s", err.c_str());
+            return Status::io_error;
+        }
+        ROCE_INFO("packet trace of %s: %s", sock_.local().to_string().c_str(), path.c_str());
+    }
     gso_ = cfg_.gso && sock_.gso_supported() && !faults_.enabled();
     gro_ = sock_.gro_enabled();
     if (gro_) {

@@ -80,6 +80,11 @@ struct DeviceConfig {
     // while fault injection is active.
     bool gso = true;
     bool gro = true;
+    // Packet trace (sw/pcap_writer.hpp): every packet sent and received, as Ethernet/IP/UDP
+    // frames, into this pcap file; %p is replaced by the pid, %d by the UDP port. Empty: off.
+    // Writing stops (logged once) when the file reaches pcap_limit bytes (0: unbounded).
+    std::string pcap_path;
+    uint64_t pcap_limit = 64ull << 20;
 };
 
 // Counters of one device (monotonic).

@@ -28,6 +28,7 @@
 #include "sw/cm.hpp"
 #include "sw/device.hpp"
 #include "sw/fault.hpp"
+#include "sw/pcap_writer.hpp"
 #include "sw/pd.hpp"
 #include "sw/qp.hpp"
 #include "sw/udp_socket.hpp"
@@ -180,6 +181,11 @@ public:
     std::vector<CmsgBuf> tx_cmsg_;
     void tx_send_plain();
     void tx_send_gso();
+
+    // packet trace (cfg_.pcap_path), written with mu_ held
+    std::unique_ptr<PcapWriter> pcap_;
+    uint64_t pcap_flushed_ns_ = 0;   // progress flushes the trace file about once a second
+    void trace_tx(const TxSlot& s, uint16_t ipv4_id);
 
     // rx batch
     bool gro_ = false;

@@ -1,14 +1,13 @@
 // The userspace device's synthesised GID table, the live system, and the roce_doctor command.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "doctor_run.hpp"
 #include "gid/select.hpp"
 #include "gid/synth.hpp"
 
@@ -18,26 +17,6 @@ using roce::Status;
 namespace {
 
 const std::string fixtures = ROCE_GID_FIXTURE_DIR;
-
-struct DoctorRun {
-    int code = -1;
-    std::string out;
-};
-
-DoctorRun doctor(const std::string& args) {
-    DoctorRun r;
-    const std::string cmd = std::string(ROCE_DOCTOR_PATH) + " " + args + " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 } // namespace
 

@@ -11,8 +11,8 @@
 namespace roce::wire {
 namespace {
 
-constexpr uint32_t magic_usec = 0xa1b2c3d4, magic_nsec = 0xa1b23c4d;
-constexpr uint32_t linktype_ethernet = 1;
+constexpr uint32_t magic_usec = pcap_magic_usec, magic_nsec = pcap_magic_nsec;
+constexpr uint32_t linktype_ethernet = pcap_linktype_ethernet;
 constexpr uint32_t max_record = 1u << 26;   // far above any snaplen; larger means garbage
 
 struct Reader {

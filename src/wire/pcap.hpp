@@ -12,6 +12,11 @@
 
 namespace roce::wire {
 
+// Classic pcap format constants (shared by this reader and the userspace device's writer,
+// sw/pcap_writer.hpp).
+inline constexpr uint32_t pcap_magic_usec = 0xa1b2c3d4, pcap_magic_nsec = 0xa1b23c4d;
+inline constexpr uint32_t pcap_linktype_ethernet = 1;   // LINKTYPE_ETHERNET (EN10MB)
+
 struct PcapFrame {
     uint32_t frame_no = 0;        // 1-based position in the file, as Wireshark numbers frames
     int64_t ts_ns = 0;            // capture timestamp (capturing host's clock)

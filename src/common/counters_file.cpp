@@ -1,0 +1,99 @@
+// Live counter files: naming, atomic write, parsing (see counters_file.hpp).
+#include "common/counters_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace roce {
+
+std::string counter_file_name(long pid, const std::string& device, uint16_t port) {
+    return "rc_roce." + std::to_string(pid) + "." + device + "." + std::to_string(port);
+}
+
+std::vector<std::pair<std::string, uint64_t>> parse_stats_text(const std::string& text) {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    std::istringstream in(text);
+    std::string word;
+    while (in >> word) {
+        const auto eq = word.find('=');
+        if (eq == 0 || eq == std::string::npos || eq + 1 == word.size())
+            continue;
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(word.c_str() + eq + 1, &end, 10);
+        if (*end == '\0')
+            out.emplace_back(word.substr(0, eq), v);
+    }
+    return out;
+}
+
+Status write_counter_file(const std::string& dir, const std::string& name, const CounterSnapshot& snap,
+                          std::string& err) {
+    const std::string path = dir + "/" + name;
+    const std::string tmp = dir + "/." + name + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) {
+        err = "cannot create " + tmp + ": " + std::strerror(errno);
+        return Status::io_error;
+    }
+    std::fprintf(f, "# rc_roce pid=%ld device=%s address=%s time=%.3f\n", snap.pid, snap.device.c_str(),
+                 snap.address.c_str(), snap.time);
+    for (const auto& [k, v] : snap.counters)
+        std::fprintf(f, "%s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
+    const bool write_ok = !std::ferror(f);
+    if (std::fclose(f) != 0 || !write_ok) {
+        err = "cannot write " + tmp + ": " + std::strerror(errno);
+        ::unlink(tmp.c_str());
+        return Status::io_error;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+        ::unlink(tmp.c_str());
+        return Status::io_error;
+    }
+    return Status::ok;
+}
+
+Status read_counter_file(const std::string& path, CounterSnapshot& out, std::string& err) {
+    std::ifstream in(path);
+    if (!in) {
+        err = "cannot open " + path;
+        return Status::io_error;
+    }
+    std::string line;
+    if (!std::getline(in, line) || line.rfind("# rc_roce ", 0) != 0) {
+        err = path + ": not an rc_roce counter file (no '# rc_roce' header)";
+        return Status::invalid_param;
+    }
+    out = CounterSnapshot{};
+    std::istringstream hdr(line.substr(10));
+    std::string word;
+    while (hdr >> word) {
+        const auto eq = word.find('=');
+        if (eq == std::string::npos)
+            continue;
+        const std::string k = word.substr(0, eq), v = word.substr(eq + 1);
+        if (k == "pid") out.pid = std::strtol(v.c_str(), nullptr, 10);
+        else if (k == "device") out.device = v;
+        else if (k == "address") out.address = v;
+        else if (k == "time") out.time = std::strtod(v.c_str(), nullptr);
+    }
+    if (out.pid <= 0) {
+        err = path + ": header without a pid";
+        return Status::invalid_param;
+    }
+    while (std::getline(in, line)) {
+        std::istringstream l(line);
+        std::string name;
+        unsigned long long v;
+        if (l >> name >> v)
+            out.counters.emplace_back(name, v);
+    }
+    return Status::ok;
+}
+
+} // namespace roce

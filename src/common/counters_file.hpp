@@ -1,0 +1,37 @@
+// Live counter files (UCX_RC_ROCE_STATS_DIR): each rc_roce interface of a running process keeps
+// DIR/rc_roce.<pid>.<device>.<port> up to date (about once a second and at close), replaced
+// atomically (written to a temporary name, then renamed), so a reader never sees half a file.
+// `roce_doctor counters DIR` reads them. Format, text:
+//   # rc_roce pid=<pid> device=<name> address=<ip:port> time=<unix seconds.ms>
+//   <counter> <value>          one line per counter, in the device's order
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace roce {
+
+struct CounterSnapshot {
+    long pid = 0;
+    std::string device;       // rc_roce device name (netdev, or RDMA device:port)
+    std::string address;      // the interface's wire address
+    double time = 0;          // when written (seconds since the epoch)
+    std::vector<std::pair<std::string, uint64_t>> counters;
+};
+
+// "rc_roce.<pid>.<device>.<port>"
+std::string counter_file_name(long pid, const std::string& device, uint16_t port);
+// RcDevice::stats_text() ("name=value name=value ...") as pairs; malformed words are skipped.
+std::vector<std::pair<std::string, uint64_t>> parse_stats_text(const std::string& text);
+
+// Writes `snap` to dir/name atomically. Errors: io_error, reason in `err`.
+Status write_counter_file(const std::string& dir, const std::string& name, const CounterSnapshot& snap,
+                          std::string& err);
+// Reads one file. Errors: io_error (unreadable), invalid_param (not a counter file).
+Status read_counter_file(const std::string& path, CounterSnapshot& out, std::string& err);
+
+} // namespace roce

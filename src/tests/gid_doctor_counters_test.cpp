@@ -1,0 +1,96 @@
+// `roce_doctor counters` over counter files (common/counters_file.hpp) written the way an rc_roce
+// interface writes them (UCX_RC_ROCE_STATS_DIR): live processes shown as running, others marked
+// exited (or left out with --live), JSON, and files that are not counter files skipped. The
+// end-to-end check with ucx_perftest is the ctest diag.counters.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "common/counters_file.hpp"
+#include "doctor_run.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Dir {
+    fs::path p = fs::temp_directory_path() / ("roce_counters_test." + std::to_string(getpid()));
+    Dir() { fs::create_directories(p); }
+    ~Dir() { fs::remove_all(p); }
+};
+
+constexpr long dead_pid = 99999999;   // above any pid_max (2^22)
+
+} // namespace
+
+TEST(Counters, StatsTextParsesAndFileRoundTrips) {
+    const auto c = roce::parse_stats_text("tx_packets=5 rx_packets=7 junk =3 x= y=abc retransmits=0");
+    ASSERT_EQ(c.size(), 3u);
+    EXPECT_EQ(c[0], (std::pair<std::string, uint64_t>{"tx_packets", 5}));
+    EXPECT_EQ(c[2], (std::pair<std::string, uint64_t>{"retransmits", 0}));
+    Dir d;
+    roce::CounterSnapshot s{1234, "lo", "127.0.0.1:4000", 1.5e9, c};
+    std::string err;
+    const std::string name = roce::counter_file_name(1234, "lo", 4000);
+    EXPECT_EQ(name, "rc_roce.1234.lo.4000");
+    ASSERT_EQ(roce::write_counter_file(d.p.string(), name, s, err), roce::Status::ok) << err;
+    EXPECT_FALSE(fs::exists(d.p / ("." + name + ".tmp")));
+    roce::CounterSnapshot back;
+    ASSERT_EQ(roce::read_counter_file((d.p / name).string(), back, err), roce::Status::ok) << err;
+    EXPECT_EQ(back.pid, 1234);
+    EXPECT_EQ(back.device, "lo");
+    EXPECT_EQ(back.address, "127.0.0.1:4000");
+    EXPECT_DOUBLE_EQ(back.time, 1.5e9);
+    EXPECT_EQ(back.counters, c);
+    EXPECT_EQ(roce::write_counter_file("/nonexistent-dir", name, s, err), roce::Status::io_error);
+}
+
+TEST(Counters, DoctorShowsLiveAndExitedProcesses) {
+    Dir d;
+    std::string err;
+    const long me = getpid();
+    roce::CounterSnapshot live{me, "lo", "127.0.0.1:4000", 0, {{"tx_packets", 11}, {"rx_packets", 12}}};
+    roce::CounterSnapshot dead{dead_pid, "eth0", "10.0.0.1:5000", 0, {{"tx_packets", 21}, {"retransmits", 3}}};
+    ASSERT_EQ(roce::write_counter_file(d.p.string(), roce::counter_file_name(me, "lo", 4000), live, err),
+              roce::Status::ok);
+    ASSERT_EQ(roce::write_counter_file(d.p.string(), roce::counter_file_name(dead_pid, "eth0", 5000), dead, err),
+              roce::Status::ok);
+    std::ofstream(d.p / "rc_roce.77.lo.99") << "not a counter file\n";
+    std::ofstream(d.p / "unrelated") << "ignored\n";
+    std::ofstream(d.p / "rc_roce.77.4000.pcap") << "a packet trace next to the counters: ignored\n";
+
+    DoctorRun r = doctor("counters " + d.p.string());
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "pid " + std::to_string(me) + " (running)  device lo  address 127.0.0.1:4000");
+    EXPECT_HAS(r.out, "pid 99999999 (exited)  device eth0  address 10.0.0.1:5000");
+    EXPECT_HAS(r.out, "  tx_packets 11\n");
+    EXPECT_HAS(r.out, "  retransmits 3\n");
+    EXPECT_HAS(r.out, "warning: " + (d.p / "rc_roce.77.lo.99").string() + ": not an rc_roce counter file");
+    EXPECT_LACKS(r.out, "unrelated");
+    EXPECT_LACKS(r.out, ".pcap");
+
+    r = doctor("counters " + d.p.string() + " --live");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "(running)");
+    EXPECT_LACKS(r.out, "99999999");
+
+    r = doctor("counters --json " + d.p.string());
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "\"pid\": 99999999, \"alive\": false, \"device\": \"eth0\"");
+    EXPECT_HAS(r.out, "\"counters\": {\"tx_packets\": 11, \"rx_packets\": 12}");
+
+    r = doctor("counters " + (d.p / "missing").string());
+    EXPECT_EQ(r.code, 1) << r.out;
+    r = doctor("counters a b");
+    EXPECT_EQ(r.code, 2) << r.out;
+}
+
+TEST(Counters, DoctorNeedsADirectory) {
+    if (std::getenv("UCX_RC_ROCE_STATS_DIR") != nullptr) GTEST_SKIP() << "UCX_RC_ROCE_STATS_DIR is set";
+    DoctorRun r = doctor("counters");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_HAS(r.out, "UCX_RC_ROCE_STATS_DIR is not set");
+}

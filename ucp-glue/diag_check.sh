@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Diagnostics through the real UCX tools (ctests diag.*): a ucx_perftest pair over rc_roce with
+# UCX_RC_ROCE_STATS_DIR (and UCX_RC_ROCE_PCAP) set, checked with roce_doctor and tshark.
+# Usage: diag_check.sh ENV_FILE ROCE_DOCTOR TSHARK_CHECK MODE
+#   counters  while the pair runs, `roce_doctor counters --live` shows both processes with
+#             tx/rx packets > 0; after it, both files remain (marked exited) with the final
+#             counters; the packet traces the pair wrote decode in tshark without errors
+#   faults    with UCX_RC_ROCE_FAULT_DROP=0.02 the retransmit counters are > 0
+set -uo pipefail
+envfile=$1 doctor=$2 tshark_check=$3 mode=$4
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+export UCX_RC_ROCE_STATS_DIR=$dir
+
+# Sum of counter $1 over the interfaces of `roce_doctor counters --json` on stdin, and their count.
+sum_counter() {
+  python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+ifs = d["interfaces"]
+print(len(ifs), sum(i["counters"].get(sys.argv[1], 0) for i in ifs), min([i["counters"].get(sys.argv[1], 0) for i in ifs] or [0]))
+' "$1"
+}
+
+case $mode in
+counters)
+  export UCX_RC_ROCE_PCAP="$dir/trace.%p.%d.pcap"
+  export UCX_RC_ROCE_PCAP_SIZE=2m   # keeps the tshark pass short
+  bash "$here/perftest_pair.sh" "$envfile" 120 -x rc_roce -d lo -t am_lat -n 200000 >"$dir/pair.log" 2>&1 &
+  pair=$!
+  live_ok=0
+  for _ in $(seq 1 100); do
+    read -r n _ min_tx < <("$doctor" counters "$dir" --live --json | sum_counter tx_packets)
+    if [ "$n" -ge 2 ] && [ "$min_tx" -gt 0 ]; then live_ok=1; break; fi
+    kill -0 $pair 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "[diag] while running:"; "$doctor" counters "$dir" --live | head -12
+  wait $pair; prc=$?
+  cat "$dir/pair.log"
+  [ $prc -eq 0 ] || { echo "[diag] FAIL: perftest pair failed"; exit 1; }
+  [ $live_ok -eq 1 ] || { echo "[diag] FAIL: roce_doctor counters --live never showed 2 running interfaces with tx_packets > 0"; exit 1; }
+  echo "[diag] after the run:"; "$doctor" counters "$dir" | head -8
+  "$doctor" counters "$dir" | grep -q "(exited)" || { echo "[diag] FAIL: exited processes not marked"; exit 1; }
+  [ -z "$("$doctor" counters "$dir" --live --json | python3 -c 'import json,sys; print(*[i["pid"] for i in json.load(sys.stdin)["interfaces"]])')" ] \
+    || { echo "[diag] FAIL: --live lists exited processes"; exit 1; }
+  read -r n _ min_tx < <("$doctor" counters "$dir" --json | sum_counter tx_packets)
+  read -r _ _ min_rx < <("$doctor" counters "$dir" --json | sum_counter rx_packets)
+  echo "[diag] $n interfaces, min tx_packets $min_tx, min rx_packets $min_rx"
+  if [ "$n" -ne 2 ] || [ "$min_tx" -le 0 ] || [ "$min_rx" -le 0 ]; then echo "[diag] FAIL: counters"; exit 1; fi
+  ls "$dir"/trace.*.pcap >/dev/null || { echo "[diag] FAIL: no packet traces written"; exit 1; }
+  "$tshark_check" "$dir"/trace.*.pcap; trc=$?
+  [ $trc -eq 0 ] || [ $trc -eq 77 ] || exit 1
+  ;;
+faults)
+  export UCX_RC_ROCE_FAULT_DROP=0.02
+  bash "$here/perftest_pair.sh" "$envfile" 120 -x rc_roce -d lo -t am_lat -n 5000 || exit 1
+  "$doctor" counters "$dir"
+  read -r n retx _ < <("$doctor" counters "$dir" --json | sum_counter retransmits)
+  echo "[diag] $n interfaces, retransmits $retx with UCX_RC_ROCE_FAULT_DROP=$UCX_RC_ROCE_FAULT_DROP"
+  if [ "$n" -ne 2 ] || [ "$retx" -le 0 ]; then echo "[diag] FAIL: no retransmissions counted"; exit 1; fi
+  ;;
+*) echo "usage: $0 ENV_FILE ROCE_DOCTOR TSHARK_CHECK counters|faults"; exit 2 ;;
+esac
+echo "[diag] ok"
