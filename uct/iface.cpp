@@ -365,6 +365,7 @@ ucs_status_t iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
             return UCS_ERR_BUSY;
         }
         RcDevice& dev = *iface->dev;
+        dev.arm_events();
         dev.progress();
         size_t n;
         while ((n = dev.poll_completions(iface->comps.data(), iface->comps.size())) != 0) {

@@ -122,9 +122,14 @@ public:
     virtual size_t poll_completions(Completion* out, size_t max) = 0;
     // Hands received messages, in arrival order per QP, to fn; returns how many.
     virtual size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) = 0;
-    // A file descriptor that becomes readable when progress() has work (for UCX wakeup). Call
-    // progress() after event_fd() and before waiting on it (a verbs device arms its CQs there).
+    // A file descriptor that becomes readable when progress() has work (for UCX wakeup). Before
+    // waiting on it call arm_events(), then progress() (a verbs device arms its CQs there).
     virtual int event_fd() const = 0;
+    // The owner is about to wait on event_fd(): the next progress() makes sure the fd becomes
+    // readable on the next completion or message. Arming costs system calls per arm on some
+    // devices (rxe), so it is done only when asked — UCX's event_arm asks; UCP's busy polling,
+    // which took the fd at worker creation, does not pay for it.
+    virtual void arm_events() {}
 };
 
 } // namespace roce

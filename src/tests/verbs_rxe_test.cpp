@@ -339,6 +339,8 @@ TEST_F(VerbsRxe, ModerationDrainsUnsignaledTail) {
 TEST_F(VerbsRxe, EventFdWakesUp) {
     const uint32_t q = connect();
     const int afd = a->event_fd(), bfd = b->event_fd();
+    a->arm_events();
+    b->arm_events();
     pump();
     pump();   // armed now, nothing pending
     pollfd p[2] = {{afd, POLLIN, 0}, {bfd, POLLIN, 0}};

@@ -835,7 +835,7 @@ unsigned DeviceImpl::progress() {
     }
     // Arm for event_fd, then poll again: a completion that raced the arm is not lost.
     bool again = false;
-    if (events_wanted_.load(std::memory_order_relaxed)) {
+    if (arm_requested_.exchange(false, std::memory_order_relaxed)) {
         if (!send_armed_)
             again |= send_armed_ = ibv_req_notify_cq(send_cq_.get(), 0) == 0;
         if (!recv_armed_)

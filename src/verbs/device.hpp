@@ -123,7 +123,7 @@ public:
     // out when the connection is established. Rejected (nobody listens) -> QP error, queued ops complete with
     // unreachable; resolution/CM timeout -> timeout. poll_recv reposts receive buffers after fn
     // returns. event_fd: an epoll fd over the completion channel and the CM thread's notify
-    // eventfd; the CQs are armed by progress() only once event_fd() has been called.
+    // eventfd; the CQs are armed by the progress() after arm_events().
 };
 
 } // namespace roce::verbs

@@ -117,11 +117,10 @@ public:
     unsigned progress() override;
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
-    // Arming the CQs costs syscalls per completion: done only once somebody asked for the fd.
-    int event_fd() const override {
-        events_wanted_.store(true, std::memory_order_relaxed);
-        return epoll_fd_.get();
-    }
+    int event_fd() const override { return epoll_fd_.get(); }
+    // Arming the CQs costs syscalls (rxe: ibv_req_notify_cq is a command to the kernel), so the
+    // next progress() arms them only when the owner asked.
+    void arm_events() override { arm_requested_.store(true, std::memory_order_relaxed); }
 
     // ---- internals (mu_ held)
     VQp* find_qp(uint32_t qpn);
@@ -201,7 +200,7 @@ public:
     bool send_armed_ = false, recv_armed_ = false;
     bool send_maybe_ev_ = false, recv_maybe_ev_ = false;   // a CQE came while armed: an event may be queued
     std::atomic<bool> notified_{false};
-    mutable std::atomic<bool> events_wanted_{false};
+    std::atomic<bool> arm_requested_{false};
 
     // rdma_cm
     EventChannelPtr cm_channel_;
