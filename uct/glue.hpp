@@ -89,8 +89,9 @@ struct Md {
     std::string rdma_dev;                     // empty: the userspace device
     std::shared_ptr<sw::Pd> sw_pd;            // one of these two is set
     std::shared_ptr<verbs::Pd> verbs_pd;
-    RcPd* pd = nullptr;                       // the one that is set
     bool is_verbs() const { return !rdma_dev.empty(); }
+    // The one that is set (md_open fails otherwise).
+    RcPd* pd() const { return is_verbs() ? static_cast<RcPd*>(verbs_pd.get()) : sw_pd.get(); }
 };
 inline constexpr const char* verbs_md_prefix = "roce_";
 static_assert(std::is_standard_layout_v<Md>);

@@ -491,7 +491,7 @@ void write_stats(Iface* iface) {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     snap.time = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
-    snap.counters = parse_stats_text(iface->dev->stats_text());
+    snap.counters = iface->dev->counters();
     std::string err;
     if (write_counter_file(iface->stats_dir, iface->stats_file, snap, err) != Status::ok) {
         ucs_warn("rc_roce: UCX_RC_ROCE_STATS_DIR: %s; counters are no longer written", err.c_str());

@@ -53,7 +53,7 @@ ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags
     uintptr_t start = reinterpret_cast<uintptr_t>(address) & ~uintptr_t{atomic_word - 1};
     uintptr_t end = (reinterpret_cast<uintptr_t>(address) + length + atomic_word - 1) &
                     ~uintptr_t{atomic_word - 1};
-    Status s = md->pd->reg_mr(reinterpret_cast<void*>(start), end - start, sw::access_all,
+    Status s = md->pd()->reg_mr(reinterpret_cast<void*>(start), end - start, sw::access_all,
                               memh->keys);
     if (s != Status::ok) {
         uct_md_log_mem_reg_error(flags, "rc_roce: failed to register %p length %zu: %s", address,
@@ -66,7 +66,7 @@ ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags
 
 void deregister_range(Md* md, Memh* memh) {
     if (memh->registered) {
-        Status s = md->pd->dereg_mr(memh->keys.lkey);
+        Status s = md->pd()->dereg_mr(memh->keys.lkey);
         if (s != Status::ok) {
             ucs_warn("rc_roce: failed to deregister %p length %zu: %s", memh->address,
                      memh->length, std::string(to_string(s)).c_str());
@@ -221,20 +221,18 @@ ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_co
         const std::string name = md_name != nullptr ? md_name : component_name;
         if (name == component_name) {
             md->sw_pd = sw::Pd::create();
-            md->pd = md->sw_pd.get();
         } else if (name.rfind(verbs_md_prefix, 0) == 0) {
             md->rdma_dev = name.substr(std::strlen(verbs_md_prefix));
             Status s = verbs::Pd::open(md->rdma_dev, md->verbs_pd);   // logs why not
             if (s != Status::ok) {
                 return to_ucs(s);
             }
-            md->pd = md->verbs_pd.get();
         } else {
             ucs_error("rc_roce: unknown memory domain '%s' (expected %s or %s<rdma device>)",
                       name.c_str(), component_name, verbs_md_prefix);
             return UCS_ERR_NO_DEVICE;
         }
-        if (md->pd == nullptr) {
+        if (md->pd() == nullptr) {
             return UCS_ERR_NO_MEMORY;
         }
         *md_p = &md.release()->super;

@@ -15,22 +15,6 @@ std::string counter_file_name(long pid, const std::string& device, uint16_t port
     return "rc_roce." + std::to_string(pid) + "." + device + "." + std::to_string(port);
 }
 
-std::vector<std::pair<std::string, uint64_t>> parse_stats_text(const std::string& text) {
-    std::vector<std::pair<std::string, uint64_t>> out;
-    std::istringstream in(text);
-    std::string word;
-    while (in >> word) {
-        const auto eq = word.find('=');
-        if (eq == 0 || eq == std::string::npos || eq + 1 == word.size())
-            continue;
-        char* end = nullptr;
-        const unsigned long long v = std::strtoull(word.c_str() + eq + 1, &end, 10);
-        if (*end == '\0')
-            out.emplace_back(word.substr(0, eq), v);
-    }
-    return out;
-}
-
 Status write_counter_file(const std::string& dir, const std::string& name, const CounterSnapshot& snap,
                           std::string& err) {
     const std::string path = dir + "/" + name;

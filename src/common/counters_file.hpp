@@ -25,8 +25,6 @@ struct CounterSnapshot {
 
 // "rc_roce.<pid>.<device>.<port>"
 std::string counter_file_name(long pid, const std::string& device, uint16_t port);
-// RcDevice::stats_text() ("name=value name=value ...") as pairs; malformed words are skipped.
-std::vector<std::pair<std::string, uint64_t>> parse_stats_text(const std::string& text);
 
 // Writes `snap` to dir/name atomically. Errors: io_error, reason in `err`.
 Status write_counter_file(const std::string& dir, const std::string& name, const CounterSnapshot& snap,

@@ -14,6 +14,8 @@
 #include <functional>
 #include <string>
 #include <sys/uio.h>
+#include <utility>
+#include <vector>
 
 #include "common/status.hpp"
 
@@ -79,8 +81,12 @@ public:
     virtual ~RcDevice() = default;
 
     virtual const WireAddr& address() const = 0;
-    // The device's counters as "name value" pairs, for logs and diagnostics.
-    virtual std::string stats_text() const = 0;
+    // The device's counters (monotonic), in a fixed order, named as in the backend's stats
+    // struct: for logs, the live counter files and roce_doctor.
+    using Counters = std::vector<std::pair<std::string, uint64_t>>;
+    virtual Counters counters() const = 0;
+    // counters() as "name=value name=value ...", for one log line.
+    std::string stats_text() const;
 
     // --- queue pairs
     // Creates an RC QP in reset state; returns its QPN.

@@ -153,16 +153,10 @@ DeviceStats DeviceImpl::stats() const {
     return st_;
 }
 
-std::string DeviceImpl::stats_text() const {
+RcDevice::Counters DeviceImpl::counters() const {
     const DeviceStats st = stats();
-    std::string out;
-    auto add = [&](const char* name, uint64_t v) {
-        if (!out.empty()) out += ' ';
-        out += name;
-        out += '=';
-        out += std::to_string(v);
-    };
-#define ROCE_SW_STAT(f) add(#f, st.f);
+    Counters out;
+#define ROCE_SW_STAT(f) out.emplace_back(#f, st.f);
     ROCE_SW_STAT(tx_packets) ROCE_SW_STAT(tx_bytes) ROCE_SW_STAT(rx_packets) ROCE_SW_STAT(rx_bytes)
     ROCE_SW_STAT(retransmits) ROCE_SW_STAT(duplicates) ROCE_SW_STAT(seq_errors)
     ROCE_SW_STAT(naks_sent) ROCE_SW_STAT(naks_received) ROCE_SW_STAT(rnr_naks)

@@ -55,7 +55,7 @@ public:
     const WireAddr& address() const override { return sock_.local(); }
     const DeviceConfig& config() const override { return cfg_; }
     DeviceStats stats() const override;
-    std::string stats_text() const override;
+    Counters counters() const override;
     // Capacity of the buffers the pool keeps (take_buf/give_buf): one SEND message, at most 1 MiB.
     size_t pooled_buf_max() const {
         return std::max<size_t>(64u << 10, std::min<size_t>(cfg_.max_recv_msg, 1u << 20) + 64);

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "sw/device.hpp"
@@ -53,6 +55,19 @@ struct Host {
         return nullptr;
     }
 };
+
+// n pseudo-random bytes from `seed` (test payloads: a stale, shifted or mixed-up buffer differs).
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 r(seed);
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        const uint32_t x = r();
+        std::memcpy(&v[i], &x, 4);
+    }
+    for (size_t i = n & ~size_t(3); i < n; ++i)
+        v[i] = uint8_t(r());
+    return v;
+}
 
 // Drives all hosts until pred() holds or `timeout_s` passes; returns pred().
 inline bool run_until(std::initializer_list<Host*> hosts, const std::function<bool()>& pred,

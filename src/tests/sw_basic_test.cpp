@@ -17,14 +17,6 @@ using namespace roce::sw::testing;
 
 namespace {
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937 r(seed);
-    for (auto& b : v)
-        b = uint8_t(r());
-    return v;
-}
-
 DeviceConfig cfg4(uint32_t mtu = 4096) {
     DeviceConfig c;
     c.mtu = mtu;
@@ -75,6 +67,22 @@ TEST(SwPd, KeysAndChecks) {
     EXPECT_EQ(pd->dereg_mr(k2.lkey), Status::ok);
 }
 
+// counters() carries the stats struct's values under their names; stats_text() is its one-line form.
+TEST(SwCounters, MatchStatsAndText) {
+    Pair p;
+    ASSERT_TRUE(p.open(cfg4(), cfg4()));
+    const DeviceStats st = p.a.dev->stats();
+    const RcDevice::Counters c = p.a.dev->counters();
+    ASSERT_GE(c.size(), 4u);
+    EXPECT_EQ(c[0], (std::pair<std::string, uint64_t>{"tx_packets", st.tx_packets}));
+    EXPECT_EQ(c[2], (std::pair<std::string, uint64_t>{"rx_packets", st.rx_packets}));
+    EXPECT_GT(st.tx_packets, 0u);   // the CM request and the zero-length SEND of Pair::open
+    std::string text;
+    for (const auto& [name, value] : c)
+        text += (text.empty() ? "" : " ") + name + "=" + std::to_string(value);
+    EXPECT_EQ(p.a.dev->stats_text(), text);
+}
+
 TEST(SwSend, SizesAndImmediate) {
     Pair p;
     ASSERT_TRUE(p.open(cfg4(), cfg4()));
@@ -83,7 +91,7 @@ TEST(SwSend, SizesAndImmediate) {
     uint64_t id = 1;
     for (size_t sz : sizes) {
         for (int with_imm = 0; with_imm < 2; ++with_imm) {
-            auto data = pattern(sz, uint32_t(sz * 2 + with_imm));
+            auto data = random_bytes(sz, uint32_t(sz * 2 + with_imm));
             iovec iov[2] = {{data.data(), sz / 3}, {data.data() + sz / 3, sz - sz / 3}};
             const uint32_t imm = 0xabc00000u + uint32_t(id);
             ASSERT_EQ(p.a.dev->post_send(p.qa, id, iov, 2, with_imm ? &imm : nullptr), Status::ok);
@@ -125,7 +133,7 @@ TEST_P(SwMtu, SendSegmentation) {
     ASSERT_TRUE(p.open(cfg4(mtu), cfg4(mtu)));
     uint64_t id = 1;
     for (size_t sz : {size_t(1), size_t(mtu - 1), size_t(mtu), size_t(mtu + 1), size_t(7 * mtu + 3), size_t(100000)}) {
-        auto data = pattern(sz, uint32_t(sz + mtu));
+        auto data = random_bytes(sz, uint32_t(sz + mtu));
         iovec iov{data.data(), sz};
         ASSERT_EQ(p.a.dev->post_send(p.qa, id, &iov, 1), Status::ok);
         const size_t want = p.b.msgs.size() + 1;
@@ -139,7 +147,7 @@ TEST_P(SwMtu, MismatchedMtuUsesMinimum) {
     const uint32_t mtu = GetParam();
     Pair p;
     ASSERT_TRUE(p.open(cfg4(4096), cfg4(mtu)));
-    auto data = pattern(50000, 5);
+    auto data = random_bytes(50000, 5);
     iovec iov{data.data(), data.size()};
     ASSERT_EQ(p.a.dev->post_send(p.qa, 1, &iov, 1), Status::ok);
     ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.b.msgs.size() == 1 && p.a.find(1); }));
@@ -219,7 +227,7 @@ TEST(SwSend, PostBeforeConnected) {
     ASSERT_EQ(a.dev->connect_qp(q, b.dev->address()), Status::ok);
     std::vector<std::vector<uint8_t>> sent;
     for (int i = 0; i < 20; ++i) {
-        sent.push_back(pattern(size_t(i) * 1000, uint32_t(i)));
+        sent.push_back(random_bytes(size_t(i) * 1000, uint32_t(i)));
         iovec iov{sent.back().data(), sent.back().size()};
         ASSERT_EQ(a.dev->post_send(q, uint64_t(i + 1), &iov, 1), Status::ok);
     }
@@ -237,7 +245,7 @@ TEST(SwSend, Ipv6Loopback) {
     Pair p;
     ASSERT_TRUE(p.open(c, c));
     EXPECT_EQ(p.a.dev->address().family, AF_INET6);
-    auto data = pattern(20000, 9);
+    auto data = random_bytes(20000, 9);
     iovec iov{data.data(), data.size()};
     const uint32_t imm = 7;
     ASSERT_EQ(p.a.dev->post_send(p.qa, 1, &iov, 1, &imm), Status::ok);
@@ -245,7 +253,7 @@ TEST(SwSend, Ipv6Loopback) {
     EXPECT_TRUE(p.b.msgs[0].data == data);
     EXPECT_EQ(p.b.msgs[0].imm, 7u);
     // bulk one-sided traffic over v6 (GSO/GRO path)
-    std::vector<uint8_t> target(4 << 20), src = pattern(4 << 20, 10), back(4 << 20);
+    std::vector<uint8_t> target(4 << 20), src = random_bytes(4 << 20, 10), back(4 << 20);
     MrKeys k;
     ASSERT_EQ(p.b.pd->reg_mr(target.data(), target.size(), access_all, k), Status::ok);
     ASSERT_EQ(p.a.dev->post_write(p.qa, 2, src.data(), src.size(), uint64_t(uintptr_t(target.data())), k.rkey, false), Status::ok);

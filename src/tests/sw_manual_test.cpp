@@ -20,14 +20,6 @@ using namespace roce::sw::testing;
 
 namespace {
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937 r(seed);
-    for (auto& b : v)
-        b = uint8_t(r());
-    return v;
-}
-
 DeviceConfig cfg1024() {
     DeviceConfig c;
     c.mtu = 1024;
@@ -90,7 +82,7 @@ TEST(SwManual, SendWriteReadBothWays) {
     uint64_t id = 1;
     for (Side& s : sides) {
         for (size_t sz : {size_t(1), size_t(1023), size_t(1024), size_t(1025), size_t(5000), size_t(65536)}) {
-            auto src = pattern(sz, uint32_t(sz + id));
+            auto src = random_bytes(sz, uint32_t(sz + id));
             iovec iov{src.data(), sz};
             ASSERT_EQ(s.h.dev->post_send(s.qp, id, &iov, 1), Status::ok);
             ASSERT_EQ(p.wait(s.h, id), Status::ok) << "send " << sz;
@@ -102,7 +94,7 @@ TEST(SwManual, SendWriteReadBothWays) {
         }
         const uint64_t va = uint64_t(uintptr_t(s.peer_mem.data()));
         for (size_t sz : {size_t(1), size_t(1024), size_t(1025), size_t(3000), max}) {
-            auto src = pattern(sz, uint32_t(sz * 7 + id));
+            auto src = random_bytes(sz, uint32_t(sz * 7 + id));
             ASSERT_EQ(s.h.dev->post_write(s.qp, id, src.data(), sz, va, s.peer_keys.rkey, true), Status::ok);
             ASSERT_EQ(p.wait(s.h, id), Status::ok) << "write " << sz;
             EXPECT_EQ(std::memcmp(s.peer_mem.data(), src.data(), sz), 0) << "write " << sz;
@@ -209,7 +201,7 @@ TEST(SwManual, RxeLikePacketsNeedTheirFlags) {
         ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
         WireAddr from = p.a.dev->address();
         from.port = 0xc123;
-        const auto data = pattern(200, 77);
+        const auto data = random_bytes(200, 77);
         const DeviceStats s0 = p.b.dev->stats();
         const uint16_t id = variant == 1 ? 0 : 0x4321;   // variant 1 checks the port alone
         ASSERT_NO_FATAL_FAILURE(inject_write(p.b, p.qb, ManualPair::psn_a, from, id,
@@ -244,7 +236,7 @@ TEST(SwManual, AnyIpv4IdOnlyForTheManualPeer) {
     ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
     WireAddr stranger = p.a.dev->address();
     stranger.ip[3] = 2;   // 127.0.0.2
-    const auto data = pattern(64, 5);
+    const auto data = random_bytes(64, 5);
     const DeviceStats s0 = p.b.dev->stats();
     ASSERT_NO_FATAL_FAILURE(inject_write(p.b, p.qb, ManualPair::psn_a, stranger, 0x9999,
                                          uint64_t(uintptr_t(mem.data())), k.rkey, data));

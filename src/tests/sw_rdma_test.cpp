@@ -14,18 +14,6 @@ using namespace roce::sw::testing;
 
 namespace {
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    std::mt19937 r(seed);
-    for (size_t i = 0; i + 4 <= n; i += 4) {
-        const uint32_t x = r();
-        std::memcpy(&v[i], &x, 4);
-    }
-    for (size_t i = n & ~size_t(3); i < n; ++i)
-        v[i] = uint8_t(r());
-    return v;
-}
-
 DeviceConfig cfg(uint32_t mtu = 4096) {
     DeviceConfig c;
     c.mtu = mtu;
@@ -71,7 +59,7 @@ TEST_P(SwRdma, WriteReadSizes) {
     uint64_t id = 1;
     std::vector<size_t> sizes = {1, 7, size_t(mtu) - 1, mtu, size_t(mtu) + 1, 2 * size_t(mtu), 65536 + 5, max / 2 + 3, max};
     for (size_t sz : sizes) {
-        auto src = pattern(sz, uint32_t(sz));
+        auto src = random_bytes(sz, uint32_t(sz));
         const size_t off = sz < max ? (max - sz) / 2 : 0;
         // WRITE (zero-copy and copied alternately)
         ASSERT_EQ(p.a.dev->post_write(p.qa, id, src.data(), sz, t.va() + off, t.keys.rkey, id & 1), Status::ok);
@@ -106,7 +94,7 @@ TEST(SwRdma, ZeroLengthAndPipelined) {
     ASSERT_EQ(wait_status(p, 2), Status::ok);
     EXPECT_EQ(wait_status(p, 1), Status::ok);
     // many outstanding reads and writes mixed; completions in order
-    auto src = pattern(1 << 20, 3);
+    auto src = random_bytes(1 << 20, 3);
     std::vector<std::vector<uint8_t>> dsts(32, std::vector<uint8_t>(32768));
     uint64_t id = 100;
     for (int i = 0; i < 32; ++i) {

@@ -227,16 +227,10 @@ DeviceStats DeviceImpl::stats() const {
     return st_;
 }
 
-std::string DeviceImpl::stats_text() const {
+RcDevice::Counters DeviceImpl::counters() const {
     const DeviceStats st = stats();
-    std::string out;
-    auto add = [&](const char* name, uint64_t v) {
-        if (!out.empty()) out += ' ';
-        out += name;
-        out += '=';
-        out += std::to_string(v);
-    };
-#define ROCE_VERBS_STAT(f) add(#f, st.f);
+    Counters out;
+#define ROCE_VERBS_STAT(f) out.emplace_back(#f, st.f);
     ROCE_VERBS_STAT(sends) ROCE_VERBS_STAT(writes) ROCE_VERBS_STAT(reads) ROCE_VERBS_STAT(atomics)
     ROCE_VERBS_STAT(inline_sends) ROCE_VERBS_STAT(bounce_copies) ROCE_VERBS_STAT(temp_regs)
     ROCE_VERBS_STAT(signaled) ROCE_VERBS_STAT(unsignaled) ROCE_VERBS_STAT(send_cqes)

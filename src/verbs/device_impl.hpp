@@ -94,7 +94,7 @@ public:
     const WireAddr& address() const override { return addr_; }
     const DeviceConfig& config() const override { return cfg_; }
     DeviceStats stats() const override;
-    std::string stats_text() const override;
+    Counters counters() const override;
     Pd& pd() const override { return *pd_; }
 
     Status create_qp(uint32_t& qpn) override;
