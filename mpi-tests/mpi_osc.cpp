@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -277,7 +278,14 @@ void progress() {
         for (int i = 0; i < chunk; ++i)
             if (back[i] != g_rank) { CHECK(false, "progress get elem %d = %lld", i, (long long)back[i]); break; }
         std::printf("rank %d: passive put+get of %d KiB while target computes: %.3f s\n", g_rank, chunk * 8 / 1024, took);
-        CHECK(took < 1.2, "RMA waited for the target to leave its computation (%.3f s): no asynchronous progress", took);
+        // ROCE_OSC_EXPECT_ASYNC=0: the transport has no RDMA (ud_roce), UCP emulates RMA with
+        // AMs that only the target's own MPI calls handle; the results are still checked.
+        const char* expect = std::getenv("ROCE_OSC_EXPECT_ASYNC");
+        if (expect != nullptr && std::strcmp(expect, "0") == 0) {
+            if (took >= 1.2) std::printf("note: rank %d waited %.3f s (no asynchronous progress expected)\n", g_rank, took);
+        } else {
+            CHECK(took < 1.2, "RMA waited for the target to leave its computation (%.3f s): no asynchronous progress", took);
+        }
     }
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Win_free(&win);

@@ -9,7 +9,23 @@ add_test(NAME ucx_info.lanes COMMAND ${_sh}/check_ucx_info.sh ${_env} lanes)
 add_test(NAME ucx_info.bad_device COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_device)
 add_test(NAME ucx_info.bad_gid_settings COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_gid_settings)
 
-# ucx_perftest, UCT level (-x rc_roce -d lo) and UCP level (UCX_TLS=rc_roce,self).
+# ucx_perftest pairs: one test per "name|arguments" entry of `tests`, named <prefix>.<name>,
+# run with `extra` arguments (UCT level: -x <tl> -d lo) and `env` (UCP level: UCX_TLS).
+function(roce_perftests prefix tests extra env)
+  foreach(_t ${tests})
+    string(REPLACE "|" ";" _parts "${_t}")
+    list(GET _parts 0 _name)
+    list(GET _parts 1 _args)
+    separate_arguments(_args UNIX_COMMAND "${extra} ${_args}")
+    add_test(NAME ${prefix}.${_name} COMMAND ${_sh}/perftest_pair.sh ${_env} 180 ${_args})
+    set_tests_properties(${prefix}.${_name} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240)
+    if(env)
+      set_tests_properties(${prefix}.${_name} PROPERTIES ENVIRONMENT "${env}")
+    endif()
+  endforeach()
+endfunction()
+
+# rc_roce: UCT level (-x rc_roce -d lo) and UCP level (UCX_TLS=rc_roce,self).
 set(_uct_tests
     "am_lat|-t am_lat -n 20000"
     "am_bw_bcopy|-t am_bw -D bcopy -s 4096 -n 20000"
@@ -22,30 +38,24 @@ set(_uct_tests
     "add_lat|-t add_lat -n 20000"
     "fadd|-t fadd -n 20000"
     "cswap|-t cswap -n 20000")
-foreach(_t ${_uct_tests})
-  string(REPLACE "|" ";" _parts "${_t}")
-  list(GET _parts 0 _name)
-  list(GET _parts 1 _args)
-  separate_arguments(_args UNIX_COMMAND "${_args}")
-  add_test(NAME perftest.uct.${_name} COMMAND ${_sh}/perftest_pair.sh ${_env} 180 -x rc_roce -d lo ${_args})
-  set_tests_properties(perftest.uct.${_name} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240)
-endforeach()
-
 set(_ucp_tests
     "tag_lat|-t tag_lat -n 20000"
     "tag_bw|-t tag_bw -s 1048576 -n 500"
     "ucp_put_bw|-t ucp_put_bw -s 1048576 -n 500"
     "ucp_get|-t ucp_get -s 1048576 -n 500"
     "ucp_fadd|-t ucp_fadd -n 10000")
-foreach(_t ${_ucp_tests})
-  string(REPLACE "|" ";" _parts "${_t}")
-  list(GET _parts 0 _name)
-  list(GET _parts 1 _args)
-  separate_arguments(_args UNIX_COMMAND "${_args}")
-  add_test(NAME perftest.ucp.${_name} COMMAND ${_sh}/perftest_pair.sh ${_env} 180 ${_args})
-  set_tests_properties(perftest.ucp.${_name} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240
-                       ENVIRONMENT "UCX_TLS=rc_roce,self")
-endforeach()
+roce_perftests(perftest.uct "${_uct_tests}" "-x rc_roce -d lo" "")
+roce_perftests(perftest.ucp "${_ucp_tests}" "" "UCX_TLS=rc_roce,self")
+
+# ud_roce: UCT AMs (it has no RDMA), and the same UCP tests with UCX_TLS=ud_roce,self, where UCP
+# emulates RMA and atomics with AMs and moves large messages as AM fragments.
+set(_ud_uct_tests
+    "am_lat|-t am_lat -n 20000"
+    "am_bw_short|-t am_bw -D short -s 1000 -n 20000"
+    "am_bw_bcopy|-t am_bw -D bcopy -s 4096 -n 20000"
+    "am_bw_zcopy|-t am_bw -D zcopy -s 32768 -n 5000")
+roce_perftests(perftest.uct.ud_roce "${_ud_uct_tests}" "-x ud_roce -d lo" "")
+roce_perftests(perftest.ucp.ud_roce "${_ucp_tests}" "" "UCX_TLS=ud_roce,self")
 
 # Diagnostics: live counters (UCX_RC_ROCE_STATS_DIR + roce_doctor counters), packet traces
 # (UCX_RC_ROCE_PCAP + tshark), the retransmit counter under fault injection.
@@ -58,3 +68,26 @@ endforeach()
 # The README's table of variables is generated from the config table compiled into the plugin.
 add_test(NAME docs.config_table_in_sync
          COMMAND ${CMAKE_SOURCE_DIR}/cmake/sync-readme.sh $<TARGET_FILE:roce_config_doc> --check)
+
+# Issue 5: killing one rank mid-run gives the survivor a UCP peer-failure error within a bound
+# (30 s), then a clean forced close. ucp.peer_failure.<tl>: the survivor keeps posting to the dead
+# peer; .idle: both sides drain first and the survivor posts nothing, so UCP keepalive (1 s here,
+# UCX's default is 20 s) must find the failure. Adding a transport is one word, e.g.
+# -DROCE_PEER_FAILURE_TRANSPORTS="rc_roce;ud_roce". ud_roce declares a peer dead after
+# UCX_UD_ROCE_TIMEOUT without any acknowledgement (30 s by default, like UCX's ud): 5 s here.
+set(ROCE_PEER_FAILURE_TRANSPORTS "rc_roce;ud_roce" CACHE STRING
+    "UCX transports the UCP peer-failure tests (ucp.peer_failure.<tl>) run over")
+foreach(tl IN LISTS ROCE_PEER_FAILURE_TRANSPORTS)
+  set(_pf ${_sh}/peer_failure.sh ${_env} $<TARGET_FILE:ucp_peer_failure> -t 30)
+  if(tl STREQUAL "ud_roce")
+    list(APPEND _pf -s 32768)   # one AM fragment per message (see ucp_peer_failure.c)
+  endif()
+  add_test(NAME ucp.peer_failure.${tl} COMMAND ${_pf})
+  add_test(NAME ucp.peer_failure.${tl}.idle COMMAND ${_pf} -i)
+  set(_pf_env "UCX_TLS=${tl},self;UCX_KEEPALIVE_INTERVAL=1s")
+  if(tl STREQUAL "ud_roce")
+    list(APPEND _pf_env "UCX_UD_ROCE_TIMEOUT=5s")
+  endif()
+  set_tests_properties(ucp.peer_failure.${tl} ucp.peer_failure.${tl}.idle PROPERTIES
+                       RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${_pf_env}")
+endforeach()

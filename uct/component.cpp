@@ -6,6 +6,7 @@
 // The module uses internal UCX structures whose layout is fixed per UCX build, so the
 // constructor first checks that the running UCX is the one it was built against.
 #include "glue.hpp"
+#include "ud_glue.hpp"
 
 #include <dlfcn.h>
 
@@ -110,6 +111,7 @@ __attribute__((constructor)) void register_module() noexcept {
         set_log_sink(ucs_log_sink);
         uct_component_register(&component);
         uct_tl_register(&component, &tl);
+        uct_tl_register(&component, &ud_tl);
         g_registered = true;
     } catch (...) {
         std::fprintf(stderr, "uct-roce: not registering transport rc_roce: unexpected error\n");
@@ -121,6 +123,7 @@ __attribute__((destructor)) void unregister_module() noexcept {
         return;
     }
     set_log_sink(nullptr);   // back to stderr: libucs may be finalised before the core's threads
+    uct_tl_unregister(&ud_tl);
     uct_tl_unregister(&tl);
     uct_component_unregister(&component);
     g_registered = false;

@@ -1,4 +1,4 @@
-// roce_config_doc: prints the rc_roce tunables (config_table.hpp, then the GID and traffic-class
+// roce_config_doc: prints the rc_roce and ud_roce tunables (config_table.hpp, then the GID and traffic-class
 // settings of gid::gid_config_vars) as a Markdown table, so the README documents exactly what
 // `ucx_info -c` shows.
 #include <cstdio>
@@ -32,18 +32,26 @@ std::string escape(const char* text) {
 
 } // namespace
 
-int main() {
+template <typename Table>
+void print_table(const char* prefix, const Table& table) {
     std::printf("| Variable | Default | Type | Description |\n");
     std::printf("|---|---|---|---|\n");
-    for (const auto& e : roce::uct::config_doc) {
+    for (const auto& e : table) {
         const std::string dfl = *e.dfl ? "`" + std::string(e.dfl) + "`" : "(empty)";
-        std::printf("| `UCX_%s%s` | %s | %s | %s |\n", roce::uct::tl_config_prefix, e.name, dfl.c_str(),
+        std::printf("| `UCX_%s%s` | %s | %s | %s |\n", prefix, e.name, dfl.c_str(),
                     type_text(e.type), escape(e.doc).c_str());
     }
     // GID and traffic-class settings: their type column lists the valid choices.
     for (const auto& v : roce::uct::gid_config_doc) {
-        std::printf("| `UCX_%s%s` | `%s` | %s | %s |\n", roce::uct::tl_config_prefix, v.name.data(), v.dfl.data(),
+        std::printf("| `UCX_%s%s` | `%s` | %s | %s |\n", prefix, v.name.data(), v.dfl.data(),
                     escape(v.choices.data()).c_str(), escape(v.doc.data()).c_str());
     }
+}
+
+int main() {
+    std::printf("rc_roce:\n\n");
+    print_table(roce::uct::tl_config_prefix, roce::uct::config_doc);
+    std::printf("\nud_roce:\n\n");
+    print_table(roce::uct::ud_tl_config_prefix, roce::uct::ud_config_doc);
     return 0;
 }

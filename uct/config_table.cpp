@@ -12,15 +12,22 @@ namespace roce::uct {
 
 #define ROCE_CONFIG_FIELD_ENTRY(_field, _ctype, _name, _dfl, _type, _doc)                     \
     {_name, _dfl, _doc, offsetof(IfaceConfig, _field), UCS_CONFIG_TYPE_##_type},
+#define ROCE_UD_CONFIG_FIELD_ENTRY(_field, _ctype, _name, _dfl, _type, _doc)                  \
+    {_name, _dfl, _doc, offsetof(UdIfaceConfig, _field), UCS_CONFIG_TYPE_##_type},
 
 // The field types must be what the parsers write.
 #define ROCE_CONFIG_FIELD_CHECK(_field, _ctype, _name, _dfl, _type, _doc)                     \
     static_assert(std::is_same_v<decltype(IfaceConfig::_field), _ctype>);
+#define ROCE_UD_CONFIG_FIELD_CHECK(_field, _ctype, _name, _dfl, _type, _doc)                  \
+    static_assert(std::is_same_v<decltype(UdIfaceConfig::_field), _ctype>);
 ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_CHECK)
+ROCE_UD_IFACE_CONFIG(ROCE_UD_CONFIG_FIELD_CHECK)
 #undef ROCE_CONFIG_FIELD_CHECK
+#undef ROCE_UD_CONFIG_FIELD_CHECK
 
 namespace {
 constexpr size_t n_typed = std::size(config_doc);
+constexpr size_t n_ud_typed = std::size(ud_config_doc);
 }
 
 // The chained generic table, the typed fields, the GID settings (filled below) and the end mark
@@ -31,6 +38,12 @@ ucs_config_field_t iface_config_table[1 + n_typed + n_gid_settings + 1] = {
     ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_ENTRY)
 };
 #undef ROCE_CONFIG_FIELD_ENTRY
+
+ucs_config_field_t ud_iface_config_table[1 + n_ud_typed + n_gid_settings + 1] = {
+    {"", "", nullptr, offsetof(UdIfaceConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+    ROCE_UD_IFACE_CONFIG(ROCE_UD_CONFIG_FIELD_ENTRY)
+};
+#undef ROCE_UD_CONFIG_FIELD_ENTRY
 
 namespace {
 
@@ -46,6 +59,9 @@ struct GidFields {
             iface_config_table[1 + n_typed + i] =
                     ucs_config_field_t{v.name.data(), v.dfl.data(), docs[i].c_str(),
                                        offsetof(IfaceConfig, gid) + i * sizeof(char*), UCS_CONFIG_TYPE_STRING};
+            ud_iface_config_table[1 + n_ud_typed + i] =
+                    ucs_config_field_t{v.name.data(), v.dfl.data(), docs[i].c_str(),
+                                       offsetof(UdIfaceConfig, gid) + i * sizeof(char*), UCS_CONFIG_TYPE_STRING};
         }
     }
 };

@@ -1,4 +1,4 @@
-// The rc_roce tunables, written once. No UCX headers here: the same list feeds the UCX
+// The rc_roce and ud_roce tunables, written once. No UCX headers here: the same list feeds the UCX
 // configuration table (config_table.cpp, variables UCX_RC_ROCE_<NAME>, shown by `ucx_info -c`)
 // and the Markdown table printed by `roce_config_doc` for the README.
 //
@@ -20,9 +20,30 @@
 
 #include "gid/config.hpp"
 
-#define ROCE_IFACE_CONFIG(X)                                                                   \
+// Tunables of the device both transports open (the userspace device's socket and its fault
+// injection, the core's log level): UCX_RC_ROCE_<NAME> and UCX_UD_ROCE_<NAME>.
+#define ROCE_DEVICE_CONFIG(X)                                                                  \
     X(mtu, unsigned, "MTU", "4096", UINT,                                                      \
       "Path MTU in bytes (RoCEv2 payload per packet): 256, 512, 1024, 2048 or 4096.")         \
+    X(port, unsigned, "PORT", "0", UINT,                                                       \
+      "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
+      "processes or interfaces share a host address).")                                        \
+    X(fault_drop, double, "FAULT_DROP", "0", DOUBLE,                                           \
+      "Fault injection (tests only): probability in [0,1] to drop a transmitted packet.")     \
+    X(fault_duplicate, double, "FAULT_DUPLICATE", "0", DOUBLE,                                 \
+      "Fault injection (tests only): probability to transmit a packet twice.")                 \
+    X(fault_reorder, double, "FAULT_REORDER", "0", DOUBLE,                                     \
+      "Fault injection (tests only): probability to hold a packet back behind the next one.") \
+    X(fault_corrupt, double, "FAULT_CORRUPT", "0", DOUBLE,                                     \
+      "Fault injection (tests only): probability to flip a payload bit (the receiver's "      \
+      "ICRC check must drop the packet).")                                                     \
+    X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
+      "Seed of the fault-injection random generator (reproducible runs).")                     \
+    X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
+      "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
+      "so UCX_LOG_LEVEL must allow them too.")
+
+#define ROCE_RC_CONFIG(X)                                                                      \
     X(tx_queue_len, unsigned, "TX_QUEUE_LEN", "256", UINT,                                     \
       "Send queue depth of every QP: work requests in flight before operations return "        \
       "UCS_ERR_NO_RESOURCE (and callers queue on the pending queue).")                         \
@@ -41,9 +62,6 @@
       "(max_bcopy/max_zcopy) and the bcopy PUT/GET sizes.")                                    \
     X(rx_queue_len, unsigned, "RX_QUEUE_LEN", "1024", UINT,                                    \
       "Received messages not yet handed to UCX before the responder answers with RNR NAK.")   \
-    X(port, unsigned, "PORT", "0", UINT,                                                       \
-      "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
-      "processes or interfaces share a host address).")                                        \
     X(progress_thread, int, "PROGRESS_THREAD", "y", BOOL,                                      \
       "Run a background thread that serves one-sided operations (RDMA READ/WRITE/atomics, "    \
       "ACKs, retransmissions) while the owner does not call progress.")                        \
@@ -54,24 +72,10 @@
       "off when the kernel lacks it or fault injection is active.")                           \
     X(gro, int, "GRO", "y", BOOL,                                                              \
       "Receive coalesced datagrams (kernel UDP GRO) and split them into packets.")             \
-    X(fault_drop, double, "FAULT_DROP", "0", DOUBLE,                                           \
-      "Fault injection (tests only): probability in [0,1] to drop a transmitted packet.")     \
-    X(fault_duplicate, double, "FAULT_DUPLICATE", "0", DOUBLE,                                 \
-      "Fault injection (tests only): probability to transmit a packet twice.")                 \
-    X(fault_reorder, double, "FAULT_REORDER", "0", DOUBLE,                                     \
-      "Fault injection (tests only): probability to hold a packet back behind the next one.") \
-    X(fault_corrupt, double, "FAULT_CORRUPT", "0", DOUBLE,                                     \
-      "Fault injection (tests only): probability to flip a payload bit (the receiver's "      \
-      "ICRC check must drop the packet).")                                                     \
-    X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
-      "Seed of the fault-injection random generator (reproducible runs).")                     \
     X(verbs_ack_timeout, unsigned, "VERBS_ACK_TIMEOUT", "18", UINT,                            \
       "Verbs devices: the HCA's local ACK timeout, 4.096 us * 2^N (0..31; 18 = 1.07 s, as "    \
       "UCX's rc_verbs default; rxe under load fires spurious retries at 14 = 67 ms). The HCA " \
       "retransmits by itself, so TIMEOUT applies to the userspace device only.")              \
-    X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
-      "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
-      "so UCX_LOG_LEVEL must allow them too.")                                                 \
     X(pcap, char*, "PCAP", "", STRING,                                                         \
       "Userspace device: write every RoCEv2 packet sent and received to this pcap file "       \
       "(Ethernet/IP/UDP frames rebuilt from the socket addresses; open with Wireshark or "     \
@@ -85,10 +89,41 @@
       "second while the process runs and at close; roce_doctor counters DIR shows them. "      \
       "Empty: off.")
 
+// ud_roce's own tunables (its reliability layer, ud/transport.hpp).
+#define ROCE_UD_CONFIG(X)                                                                      \
+    X(timeout, double, "TIMEOUT", "30s", TIME,                                                 \
+      "A peer that acknowledges nothing for this long has failed: its endpoints report "      \
+      "UCS_ERR_ENDPOINT_TIMEOUT (peer failure), sends to it return that error.")              \
+    X(retransmit_timeout, double, "RETRANSMIT_TIMEOUT", "2ms", TIME,                          \
+      "Smallest retransmission timeout; the measured round-trip time raises it, every "       \
+      "retransmission without answer doubles it (up to 0.5 s).")                              \
+    X(max_window, unsigned, "MAX_WINDOW", "256", UINT,                                         \
+      "Largest number of unacknowledged packets per peer (the AIMD window grows up to it "    \
+      "and halves on loss).")                                                                  \
+    X(tx_queue_len, unsigned, "TX_QUEUE_LEN", "1024", UINT,                                    \
+      "Packets queued per peer (sent or waiting for the window) before sends to that peer "   \
+      "return UCS_ERR_NO_RESOURCE; other peers are not affected.")                             \
+    X(ack_delay, double, "ACK_DELAY", "50us", TIME,                                            \
+      "How long an acknowledgement waits for data to the same peer to ride on.")              \
+    X(seg_size, size_t, "SEG_SIZE", "64k", MEMUNITS,                                           \
+      "Largest active message (max_bcopy/max_zcopy); larger ones are fragmented into MTU-size " \
+      "packets and reassembled by the receiver.")                                             \
+    X(progress_thread, int, "PROGRESS_THREAD", "y", BOOL,                                      \
+      "Run a background thread that receives, acknowledges and retransmits while the owner "  \
+      "does not call progress (received messages wait for the owner), so peers' flushes and " \
+      "emulated one-sided operations complete and the process does not look dead.")           \
+    X(idle_takeover, double, "IDLE_TAKEOVER", "200us", TIME,                                   \
+      "How long the owner may stay out of progress before the background thread takes over.")
+
+// The tables: rc_roce (UCX_RC_ROCE_*) and ud_roce (UCX_UD_ROCE_*); the GID settings follow both.
+#define ROCE_IFACE_CONFIG(X) ROCE_DEVICE_CONFIG(X) ROCE_RC_CONFIG(X)
+#define ROCE_UD_IFACE_CONFIG(X) ROCE_DEVICE_CONFIG(X) ROCE_UD_CONFIG(X)
+
 namespace roce::uct {
 
 // Prefix of the transport's variables after UCX_ (UCX_RC_ROCE_MTU, ...).
 inline constexpr const char* tl_config_prefix = "RC_ROCE_";
+inline constexpr const char* ud_tl_config_prefix = "UD_ROCE_";
 
 // The table as plain text, for documentation tools.
 struct ConfigDoc {
@@ -100,6 +135,7 @@ struct ConfigDoc {
 
 #define ROCE_CONFIG_DOC_ENTRY(_field, _ctype, _name, _dfl, _type, _doc) {_name, _dfl, #_type, _doc},
 inline constexpr ConfigDoc config_doc[] = {ROCE_IFACE_CONFIG(ROCE_CONFIG_DOC_ENTRY)};
+inline constexpr ConfigDoc ud_config_doc[] = {ROCE_UD_IFACE_CONFIG(ROCE_CONFIG_DOC_ENTRY)};
 #undef ROCE_CONFIG_DOC_ENTRY
 
 // The GID and traffic-class settings, after config_doc in UCX's table and in the README.

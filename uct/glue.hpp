@@ -56,6 +56,16 @@ ucs_status_t exception_status(const char* where) noexcept;
         _on_error;                                                                            \
     }
 
+// Entry of an ops table for an operation the transport does not have.
+template <typename R, typename... A>
+R unsupported(A...) noexcept {
+    if constexpr (std::is_same_v<R, ucs_status_ptr_t>) {
+        return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
+    } else {
+        return static_cast<R>(UCS_ERR_UNSUPPORTED);
+    }
+}
+
 // ---------------------------------------------------------------- configuration
 
 #define ROCE_CONFIG_FIELD_DECL(_field, _ctype, _name, _dfl, _type, _doc) _ctype _field;
@@ -64,6 +74,11 @@ struct IfaceConfig {
     ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_DECL)
     char* gid[n_gid_settings];   // gid::gid_config_vars values, in table order (UCX strings)
 };
+struct UdIfaceConfig {
+    uct_iface_config_t super;
+    ROCE_UD_IFACE_CONFIG(ROCE_CONFIG_FIELD_DECL)
+    char* gid[n_gid_settings];
+};
 #undef ROCE_CONFIG_FIELD_DECL
 
 struct MdConfig {
@@ -71,6 +86,7 @@ struct MdConfig {
 };
 
 extern ucs_config_field_t iface_config_table[];
+extern ucs_config_field_t ud_iface_config_table[];
 extern ucs_config_field_t md_config_table[];
 
 // ---------------------------------------------------------------- component / MD

@@ -3,6 +3,7 @@
 // with an IPv4/IPv6 address. On a `roce_<rdma device>` MD it is a roce::verbs::Device on one of
 // that device's RoCE ports (iface_verbs.cpp).
 #include "glue.hpp"
+#include "netdev.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -25,130 +26,6 @@ namespace {
 
 constexpr double stats_interval_s = 1.0;   // UCX_RC_ROCE_STATS_DIR files are rewritten this often
 
-// ---------------------------------------------------------------- network devices
-
-struct Netdev {
-    std::string name;
-    int family = 0;
-    uint8_t ip[16] = {};
-    bool loopback = false;
-};
-
-bool is_link_local6(const in6_addr& a) {
-    return a.s6_addr[0] == 0xfe && (a.s6_addr[1] & 0xc0) == 0x80;
-}
-
-// Every up netdev with a usable address: its first IPv4 address, else its first IPv6 address
-// that is not link-local (those need a scope id, which a device address does not carry).
-std::vector<Netdev> list_netdevs() {
-    std::vector<Netdev> out;
-    ifaddrs* ifa_list = nullptr;
-    if (getifaddrs(&ifa_list) != 0) {
-        ucs_debug("rc_roce: getifaddrs() failed: %m");
-        return out;
-    }
-    for (int family : {AF_INET, AF_INET6}) {
-        for (ifaddrs* ifa = ifa_list; ifa != nullptr; ifa = ifa->ifa_next) {
-            if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != family ||
-                !(ifa->ifa_flags & IFF_UP) || !(ifa->ifa_flags & IFF_RUNNING)) {
-                continue;
-            }
-            if (std::any_of(out.begin(), out.end(),
-                            [&](const Netdev& d) { return d.name == ifa->ifa_name; })) {
-                continue;
-            }
-            Netdev d;
-            d.name = ifa->ifa_name;
-            d.family = family;
-            if (family == AF_INET) {
-                const auto* sin = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr);
-                std::memcpy(d.ip, &sin->sin_addr, 4);
-                d.loopback = (d.ip[0] == 127);
-            } else {
-                const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr);
-                if (is_link_local6(sin6->sin6_addr)) {
-                    continue;
-                }
-                std::memcpy(d.ip, &sin6->sin6_addr, 16);
-                d.loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
-            }
-            if (d.name.size() >= UCT_DEVICE_NAME_MAX) {
-                continue;
-            }
-            out.push_back(std::move(d));
-        }
-    }
-    freeifaddrs(ifa_list);
-    // Keep the kernel's interface order (lo first) for stable resource lists.
-    std::stable_sort(out.begin(), out.end(), [](const Netdev& a, const Netdev& b) {
-        return if_nametoindex(a.name.c_str()) < if_nametoindex(b.name.c_str());
-    });
-    return out;
-}
-
-std::string ip_string(int family, const uint8_t* ip) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    inet_ntop(family, ip, buf, sizeof(buf));
-    return buf;
-}
-
-// ---------------------------------------------------------------- addresses
-
-size_t pack_dev_addr(const Netdev& d, bool verbs, uint8_t* out) {
-    uint8_t* p = out;
-    uct_iface_local_addr_ns_t host{};
-    uct_iface_get_local_address(&host, UCS_SYS_NS_TYPE_NET);
-    uint8_t flags = verbs ? dev_addr_verbs : 0;
-    if (d.family == AF_INET6) flags |= dev_addr_ipv6;
-    if (d.loopback) flags |= dev_addr_loopback;
-    bool has_ns = d.loopback && (host.super.id & UCT_IFACE_LOCAL_ADDR_FLAG_NS);
-    if (has_ns) flags |= dev_addr_has_ns;
-    *p++ = flags;
-    if (d.family == AF_INET) {
-        std::memcpy(p, d.ip, 4);
-        p += 4;
-    } else if (!d.loopback) {
-        std::memcpy(p, d.ip, 16);
-        p += 16;
-    }
-    std::memcpy(p, &host.super.id, sizeof(host.super.id));
-    p += sizeof(host.super.id);
-    if (has_ns) {
-        std::memcpy(p, &host.sys_ns, sizeof(host.sys_ns));
-        p += sizeof(host.sys_ns);
-    }
-    return static_cast<size_t>(p - out);
-}
-
-struct DevAddrView {
-    uint8_t flags = 0;
-    int family = 0;
-    uint8_t ip[16] = {};
-    uct_iface_local_addr_ns_t host{};
-};
-
-DevAddrView unpack_dev_addr(const uct_device_addr_t* addr) {
-    const auto* p = reinterpret_cast<const uint8_t*>(addr);
-    DevAddrView v;
-    v.flags = *p++;
-    v.family = (v.flags & dev_addr_ipv6) ? AF_INET6 : AF_INET;
-    if (v.family == AF_INET) {
-        std::memcpy(v.ip, p, 4);
-        p += 4;
-    } else if (!(v.flags & dev_addr_loopback)) {
-        std::memcpy(v.ip, p, 16);
-        p += 16;
-    } else {
-        v.ip[15] = 1;   // ::1
-    }
-    std::memcpy(&v.host.super.id, p, sizeof(v.host.super.id));
-    p += sizeof(v.host.super.id);
-    if (v.flags & dev_addr_has_ns) {
-        std::memcpy(&v.host.sys_ns, p, sizeof(v.host.sys_ns));
-    }
-    return v;
-}
-
 ucs_status_t iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t* addr) noexcept {
     Iface* iface = to_iface(tl_iface);
     std::memcpy(addr, iface->dev_addr, iface->dev_addr_len);
@@ -166,36 +43,7 @@ int iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t* dev_
     if (dev_addr == nullptr || iface_addr == nullptr) {
         return 0;
     }
-    Iface* iface = to_iface(tl_iface);
-    DevAddrView remote = unpack_dev_addr(dev_addr);
-    const uint8_t mine = iface->dev_addr[0];
-    if ((remote.flags & dev_addr_ipv6) != (mine & dev_addr_ipv6)) {
-        return 0;   // the socket speaks one address family
-    }
-    if ((remote.flags & dev_addr_verbs) != (mine & dev_addr_verbs)) {
-        return 0;   // a UDP socket and an RDMA device do not talk to each other's ports
-    }
-    // Loopback reaches only loopback, and only on the same host and network namespace.
-    if ((remote.flags & dev_addr_loopback) != (mine & dev_addr_loopback)) {
-        return 0;
-    }
-    if (remote.flags & dev_addr_loopback) {
-        if (!(remote.flags & dev_addr_has_ns)) {
-            remote.host.super.id &= ~UCT_IFACE_LOCAL_ADDR_FLAG_NS;
-        }
-        return uct_iface_local_is_reachable(&remote.host, UCS_SYS_NS_TYPE_NET);
-    }
-    // Our own address on another host (e.g. containers with the same private IP) would reach
-    // ourselves, not the peer.
-    DevAddrView local =
-            unpack_dev_addr(reinterpret_cast<const uct_device_addr_t*>(iface->dev_addr));
-    if (std::memcmp(remote.ip, local.ip, sizeof(local.ip)) == 0 &&
-        remote.host.super.id != local.host.super.id) {
-        return 0;
-    }
-    // Otherwise reachable as far as we can tell (like tcp); a silent peer fails the QP with
-    // UCS_ERR_ENDPOINT_TIMEOUT.
-    return 1;
+    return dev_addr_is_reachable(to_iface(tl_iface)->dev_addr, dev_addr);
 }
 
 // ---------------------------------------------------------------- query
@@ -385,15 +233,6 @@ ucs_status_t iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
     })
 }
 
-template <typename R, typename... A>
-R unsupported(A...) noexcept {
-    if constexpr (std::is_same_v<R, ucs_status_ptr_t>) {
-        return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
-    } else {
-        return static_cast<R>(UCS_ERR_UNSUPPORTED);
-    }
-}
-
 uct_iface_ops_t iface_ops = {
     .ep_put_short = ep_put_short,
     .ep_put_bcopy = ep_put_bcopy,
@@ -522,35 +361,6 @@ void iface_close(uct_iface_h tl_iface) noexcept {
     delete iface;
 }
 
-ucs_status_t check_am_alignment(const uct_iface_params_t* params) {
-    const uint64_t mask = params->field_mask;
-    if (!(mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
-        if (mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
-            ucs_error("rc_roce: AM alignment offset has no effect without alignment");
-            return UCS_ERR_INVALID_PARAM;
-        }
-        return UCS_OK;
-    }
-    if (params->am_alignment == 0 || !ucs_is_pow2(params->am_alignment)) {
-        ucs_error("rc_roce: AM alignment (%zu) must be a power of 2", params->am_alignment);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) &&
-        params->am_align_offset >= params->am_alignment) {
-        ucs_error("rc_roce: AM alignment offset (%zu) must be less than the alignment (%zu)",
-                  params->am_align_offset, params->am_alignment);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-}
-
-LogLevel core_log_level(unsigned ucs_level) {
-    if (ucs_level <= UCS_LOG_LEVEL_ERROR) return LogLevel::error;
-    if (ucs_level <= UCS_LOG_LEVEL_DIAG) return LogLevel::warn;
-    if (ucs_level <= UCS_LOG_LEVEL_INFO) return LogLevel::info;
-    return LogLevel::debug;
-}
-
 sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     sw::DeviceConfig dc;
     dc.ip = ip_string(d.family, d.ip);
@@ -605,44 +415,6 @@ ucs_status_t validate_config(const IfaceConfig& c) {
     return UCS_OK;
 }
 
-// The userspace device on netdev `d`: the GID policy's choice among the netdev's addresses (a
-// synthesised table: its own and its VLAN devices' addresses) replaces d's first address, and
-// the traffic class is resolved from the settings (there is no device default).
-ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConfig& dc) {
-    gid::NetModel net;
-    gid::IpAddr ip;
-    gid::Selection sel;
-    std::string err;
-    Status s = gid::load_net_model(gid::SysRoot("/"), net, err);
-    if (s == Status::ok) {
-        s = gid::choose_netdev_address(net, d.name, g, ip, err, &sel);
-    }
-    if (s != Status::ok) {
-        ucs_error("rc_roce: %s: %s", d.name.c_str(), err.c_str());
-        return s == Status::invalid_param ? UCS_ERR_INVALID_PARAM : UCS_ERR_NO_DEVICE;
-    }
-    std::memset(d.ip, 0, sizeof(d.ip));
-    if (ip.family() == gid::Family::inet) {
-        d.family = AF_INET;
-        std::memcpy(d.ip, ip.b.data() + 12, 4);
-        d.loopback = d.ip[0] == 127;
-    } else {
-        d.family = AF_INET6;
-        std::memcpy(d.ip, ip.b.data(), 16);
-        d.loopback = IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(d.ip));
-    }
-    dc.ip = ip.str();
-    const gid::TrafficClass tc = gid::resolve_traffic_class(g, std::nullopt);
-    dc.traffic_class = tc.tos;
-    dc.traffic_class_source = static_cast<uint8_t>(tc.tos_source);
-    dc.priority = tc.priority;
-    dc.priority_source = static_cast<uint8_t>(tc.priority_source);
-    dc.cnp_traffic_class = gid::cnp_class(g, tc).tos;
-    ucs_info("rc_roce: %s: address %s (entry %u: %s); traffic class %s", d.name.c_str(), dc.ip.c_str(),
-             *sel.index, sel.reason.c_str(), tc.str().c_str());
-    return UCS_OK;
-}
-
 } // namespace
 
 Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err) {
@@ -662,31 +434,6 @@ std::optional<gid::GidConfig> gid_settings_from_env() {
     }
     return cfg;
 }
-
-namespace {
-
-// Netdevs listed as rc_roce devices: those with an address the GID settings accept.
-std::vector<Netdev> usable_netdevs() {
-    std::vector<Netdev> all = list_netdevs();
-    const std::optional<gid::GidConfig> cfg = gid_settings_from_env();
-    gid::NetModel net;
-    std::string err;
-    if (!cfg || gid::load_net_model(gid::SysRoot("/"), net, err) != Status::ok) {
-        return all;
-    }
-    std::vector<Netdev> usable;
-    for (const Netdev& d : all) {
-        gid::IpAddr ip;
-        if (gid::choose_netdev_address(net, d.name, *cfg, ip, err) == Status::ok) {
-            usable.push_back(d);
-        } else {
-            ucs_debug("rc_roce: not listing %s: %s", d.name.c_str(), err.c_str());
-        }
-    }
-    return usable.empty() ? all : usable;
-}
-
-} // namespace
 
 // ---------------------------------------------------------------- public entry points
 
@@ -709,24 +456,11 @@ ucs_status_t query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices
         if (md->is_verbs()) {
             names = verbs_tl_devices(*md);
         } else {
-            for (const Netdev& d : usable_netdevs()) {
+            for (const Netdev& d : usable_netdevs(tl_name)) {
                 names.push_back(d.name);
             }
         }
-        auto* devices = static_cast<uct_tl_device_resource_t*>(
-                ucs_calloc(std::max<size_t>(names.size(), 1), sizeof(uct_tl_device_resource_t),
-                           "rc_roce devices"));
-        if (devices == nullptr) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        for (size_t i = 0; i < names.size(); ++i) {
-            ucs_strncpy_zero(devices[i].name, names[i].c_str(), sizeof(devices[i].name));
-            devices[i].type = UCT_DEVICE_TYPE_NET;
-            devices[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
-        }
-        *devices_p = devices;
-        *num_p = static_cast<unsigned>(names.size());
-        return UCS_OK;
+        return tl_device_resources(names, devices_p, num_p);
     })
 }
 
@@ -741,7 +475,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             ucs_error("rc_roce: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
             return UCS_ERR_UNSUPPORTED;
         }
-        ucs_status_t status = check_am_alignment(params);
+        ucs_status_t status = check_am_alignment(params, tl_name);
         if (status != UCS_OK) {
             return status;
         }
@@ -806,7 +540,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             } else {
                 Netdev nd = *it;
                 sw::DeviceConfig dc = device_config(config, nd);
-                status = apply_gid_policy(gid_cfg, nd, dc);   // logs why not
+                status = apply_gid_policy(gid_cfg, nd, dc, tl_name);   // logs why not
                 if (status != UCS_OK) {
                     return fail(status);
                 }

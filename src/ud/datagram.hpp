@@ -1,0 +1,72 @@
+// A datagram queue pair: what ud_roce needs of a device. One per interface; the reliability above
+// it (ud/transport.hpp) is the same on both backends:
+//   * the userspace device (sw/ud_qp.hpp): RoCEv2 UD SEND_ONLY packets (BTH + DETH + payload +
+//     ICRC) over a UDP socket;
+//   * verbs (verbs/ud_datagram.cpp): an ibv UD QP on a RoCE port.
+// Delivery is unreliable and unordered: datagrams may be lost, duplicated or reordered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <sys/uio.h>
+
+#include "common/rc_device.hpp"
+#include "common/status.hpp"
+
+namespace roce::ud {
+
+// Where a datagram QP receives: its network address and QPN. On the userspace device `net` is
+// the socket's IP and UDP port; on verbs it is the port's GID (IPv4 as ::ffff:a.b.c.d in
+// net.ip with family AF_INET6, port 0).
+struct UdAddr {
+    WireAddr net;
+    uint32_t qpn = 0;   // 24 bit
+    bool operator==(const UdAddr&) const = default;
+    std::string to_string() const { return net.to_string() + "/qp" + std::to_string(qpn); }
+};
+
+struct UdAddrHash {
+    size_t operator()(const UdAddr& a) const noexcept {
+        uint64_t h = 1469598103934665603ull;
+        auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+        for (uint8_t b : a.net.ip) mix(b);
+        mix(a.net.port);
+        mix(a.qpn);
+        return size_t(h);
+    }
+};
+
+struct Datagram {
+    UdAddr src;
+    const uint8_t* data;   // valid during the callback only
+    size_t len;
+};
+
+// Monotonic counters of a datagram QP.
+struct DatagramStats {
+    uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
+    uint64_t tx_dropped = 0;          // the device refused a send (socket buffer / send queue)
+    uint64_t icrc_errors = 0, malformed = 0, wrong_qp = 0;
+    uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0, faults_corrupted = 0;
+};
+
+class DatagramQp {
+public:
+    virtual ~DatagramQp() = default;
+    virtual UdAddr address() const = 0;
+    // Largest payload of one datagram (the path MTU).
+    virtual size_t max_payload() const = 0;
+    // Copies the payload before return. no_resource: the device cannot take it now (retry
+    // later); unreachable: wrong address family; invalid_param: larger than max_payload.
+    virtual Status send(const UdAddr& dst, const iovec* iov, size_t iovcnt) = 0;
+    // Hands up to `max` received datagrams to `fn`; returns how many.
+    virtual size_t poll(const std::function<void(const Datagram&)>& fn, size_t max) = 0;
+    // Readable when poll() may find something (after arm()).
+    virtual int event_fd() const = 0;
+    virtual void arm() {}
+    virtual DatagramStats stats() const = 0;
+};
+
+} // namespace roce::ud

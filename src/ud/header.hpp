@@ -1,0 +1,87 @@
+// The reliability header of ud_roce: our own, carried as the first bytes of every UD payload
+// (after the RoCEv2 BTH/DETH on the wire, which the device adds and strips). 20 bytes:
+//
+//   0        8        16       24       32
+//   +--------+--------+--------+--------+
+//   |  type  | flags  | am_id  | vers   |
+//   +--------+--------+--------+--------+
+//   |           sender_id (32)          |   random per interface: tells a restarted peer apart
+//   +-----------------------------------+
+//   |              psn (32)             |   this packet's sequence number (data, probe)
+//   +-----------------------------------+
+//   |              ack (32)             |   next psn the sender expects from the receiver
+//   +-----------------------------------+
+//   |             sack (32)             |   bit i: packet ack+1+i has arrived
+//   +-----------------------------------+
+//   |  payload (data: an AM fragment)   |
+//
+// Every packet acknowledges (ack/sack), so data in the other direction carries the ACK for free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "wire/byteorder.hpp"
+
+namespace roce::ud {
+
+enum class PktType : uint8_t {
+    data = 1,    // an AM fragment, sequenced
+    probe = 2,   // sequenced, no payload, not delivered: keepalive / ep_check
+    ack = 3,     // unsequenced, acknowledgement only
+};
+
+enum : uint8_t {
+    flag_first = 1u << 0,     // first fragment of an AM
+    flag_last = 1u << 1,      // last fragment of an AM
+    flag_ack_req = 1u << 2,   // acknowledge without delay
+};
+
+inline constexpr uint8_t header_version = 1;
+
+struct Header {
+    PktType type = PktType::data;
+    uint8_t flags = 0;
+    uint8_t am_id = 0;
+    uint32_t sender_id = 0;
+    uint32_t psn = 0;
+    uint32_t ack = 0;
+    uint32_t sack = 0;
+};
+inline constexpr size_t header_size = 20;
+
+inline void encode(const Header& h, uint8_t* p) {
+    p[0] = uint8_t(h.type);
+    p[1] = h.flags;
+    p[2] = h.am_id;
+    p[3] = header_version;
+    wire::be::store32(p + 4, h.sender_id);
+    wire::be::store32(p + 8, h.psn);
+    wire::be::store32(p + 12, h.ack);
+    wire::be::store32(p + 16, h.sack);
+}
+
+// False for anything that is not a header of this version (too short, unknown type).
+inline bool decode(const uint8_t* p, size_t len, Header& h) {
+    if (len < header_size || p[3] != header_version || p[0] < 1 || p[0] > 3) {
+        return false;
+    }
+    h.type = PktType(p[0]);
+    h.flags = p[1];
+    h.am_id = p[2];
+    h.sender_id = wire::be::load32(p + 4);
+    h.psn = wire::be::load32(p + 8);
+    h.ack = wire::be::load32(p + 12);
+    h.sack = wire::be::load32(p + 16);
+    return true;
+}
+
+// Sequence-number order with wrap-around (serial number arithmetic).
+inline bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
+
+// Nanoseconds from `since` to `now`; 0 when `since` is later (a send inside a callback stamps
+// packets after the time the surrounding progress call started with).
+inline uint64_t elapsed_ns(uint64_t now, uint64_t since) { return now > since ? now - since : 0; }
+
+} // namespace roce::ud

@@ -1,0 +1,103 @@
+#include "ud/receiver.hpp"
+
+namespace roce::ud {
+
+uint32_t Receiver::sack() const {
+    if (ooo_.empty()) {
+        return 0;
+    }
+    uint32_t bits = 0;
+    for (unsigned i = 0; i < 32; ++i) {
+        if (ooo_.count(rcv_next_ + 1 + i) != 0) {
+            bits |= 1u << i;
+        }
+    }
+    return bits;
+}
+
+void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint64_t now,
+                       const Deliver& deliver) {
+    if (unacked_++ == 0) {
+        first_unacked_ns_ = now;
+    }
+    if (h.flags & flag_ack_req || unacked_ >= cfg_.ack_every) {
+        ack_now_ = true;
+    }
+    if (seq_lt(h.psn, rcv_next_)) {
+        ++stats_.duplicates;
+        ack_now_ = true;   // our ACK may have been lost: say again what we have
+        return;
+    }
+    if (h.psn != rcv_next_) {
+        if (seq_lt(rcv_next_ + cfg_.window, h.psn)) {
+            ++stats_.out_of_window;
+            return;
+        }
+        if (ooo_.count(h.psn) != 0) {
+            ++stats_.duplicates;
+        } else {
+            ++stats_.out_of_order;
+            ooo_.emplace(h.psn, Held{h, std::vector<uint8_t>(payload, payload + len)});
+        }
+        ack_now_ = true;   // report the hole at once: the sender retransmits just it
+        return;
+    }
+    consume(h, payload, len, deliver);
+    while (!ooo_.empty()) {
+        auto it = ooo_.find(rcv_next_);
+        if (it == ooo_.end()) {
+            break;
+        }
+        Held held = std::move(it->second);
+        ooo_.erase(it);
+        consume(held.h, held.payload.data(), held.payload.size(), deliver);
+    }
+}
+
+// One in-order packet: advance, and deliver or collect the AM it belongs to. A fragment that
+// does not fit the AM in progress (a peer that does not follow the protocol) discards that AM;
+// the sequence itself stays intact.
+void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, const Deliver& deliver) {
+    ++rcv_next_;
+    if (h.type != PktType::data) {
+        return;   // probe: sequenced so that its ACK proves the peer alive, nothing to deliver
+    }
+    const bool first = h.flags & flag_first, last = h.flags & flag_last;
+    if (first) {
+        if (in_msg_) {
+            ++stats_.malformed;   // the previous AM never ended
+        }
+        in_msg_ = false;
+        discarding_ = false;
+        reasm_.clear();
+        if (last) {
+            ++stats_.delivered;
+            deliver(h.am_id, payload, len);   // the common case: no copy
+            return;
+        }
+        in_msg_ = true;
+        reasm_am_ = h.am_id;
+    } else if (!in_msg_) {
+        if (!discarding_) {
+            ++stats_.malformed;   // a continuation without a start
+        }
+        discarding_ = !last;
+        return;
+    }
+    if (reasm_.size() + len > cfg_.max_msg) {
+        ++stats_.malformed;
+        in_msg_ = false;
+        discarding_ = !last;
+        reasm_.clear();
+        return;
+    }
+    reasm_.insert(reasm_.end(), payload, payload + len);
+    if (last) {
+        in_msg_ = false;
+        ++stats_.delivered;
+        deliver(reasm_am_, reasm_.data(), reasm_.size());
+        reasm_.clear();
+    }
+}
+
+} // namespace roce::ud

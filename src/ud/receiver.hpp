@@ -1,0 +1,70 @@
+// Receive side of one ud_roce peer: in-order delivery of sequenced packets, duplicate
+// suppression, a bounded out-of-order buffer (so a loss costs one retransmission, not the whole
+// window), reassembly of fragmented AMs, and when to acknowledge. Pure state machine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "ud/header.hpp"
+
+namespace roce::ud {
+
+struct ReceiverConfig {
+    uint32_t window = 1024;          // packets beyond the next expected one that are buffered
+    uint32_t ack_every = 16;         // acknowledge at least every N sequenced packets
+    size_t max_msg = 65536;          // largest reassembled AM
+};
+
+struct ReceiverStats {
+    uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0, malformed = 0;
+};
+
+class Receiver {
+public:
+    // A whole AM, in order. `data` is valid during the call only.
+    using Deliver = std::function<void(uint8_t am_id, const uint8_t* data, size_t len)>;
+
+    explicit Receiver(const ReceiverConfig& cfg) : cfg_(cfg) {}
+
+    // A sequenced packet (data or probe) arrived; delivers what became in order.
+    void receive(const Header& h, const uint8_t* payload, size_t len, uint64_t now,
+                 const Deliver& deliver);
+
+    uint32_t ack() const { return rcv_next_; }
+    uint32_t sack() const;
+    // Whether an ACK should go out now (ack_req, a hole, a duplicate, every ack_every packets),
+    // or once `delay_ns` passed since the first unacknowledged packet.
+    bool ack_now() const { return ack_now_; }
+    bool ack_pending() const { return unacked_ != 0 || ack_now_; }
+    bool ack_due(uint64_t now, uint64_t delay_ns) const {
+        return ack_now_ || (unacked_ != 0 && elapsed_ns(now, first_unacked_ns_) >= delay_ns);
+    }
+    // Every packet we send to the peer carries ack()/sack().
+    void ack_sent() { unacked_ = 0; ack_now_ = false; }
+    const ReceiverStats& stats() const { return stats_; }
+
+private:
+    struct Held {
+        Header h;
+        std::vector<uint8_t> payload;
+    };
+    void consume(const Header& h, const uint8_t* payload, size_t len, const Deliver& deliver);
+
+    ReceiverConfig cfg_;
+    uint32_t rcv_next_ = 0;
+    std::unordered_map<uint32_t, Held> ooo_;   // by psn, all within (rcv_next, rcv_next+window]
+    std::vector<uint8_t> reasm_;
+    uint8_t reasm_am_ = 0;
+    bool in_msg_ = false;
+    bool discarding_ = false;                  // rest of a malformed AM
+    uint32_t unacked_ = 0;
+    uint64_t first_unacked_ns_ = 0;
+    bool ack_now_ = false;
+    ReceiverStats stats_;
+};
+
+} // namespace roce::ud

@@ -1,0 +1,197 @@
+#include "ud/sender.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace roce::ud {
+
+void Sender::enqueue(PktType type, uint8_t flags, uint8_t am_id, const iovec* iov, size_t iovcnt,
+                     size_t offset, size_t len, uint64_t now) {
+    if (q_.empty()) {
+        last_progress_ns_ = now;   // the peer timeout runs from here while we wait for ACKs
+    }
+    std::vector<uint8_t> buf;
+    if (!spare_.empty()) {
+        buf = std::move(spare_.back());
+        spare_.pop_back();
+    }
+    buf.resize(len);
+    size_t done = 0;
+    for (size_t i = 0; i < iovcnt && done < len; ++i) {
+        const auto* base = static_cast<const uint8_t*>(iov[i].iov_base);
+        size_t n = iov[i].iov_len;
+        if (offset >= n) {
+            offset -= n;
+            continue;
+        }
+        const size_t take = std::min(n - offset, len - done);
+        std::memcpy(buf.data() + done, base + offset, take);
+        done += take;
+        offset = 0;
+    }
+    q_.push_back(Packet{next_psn_++, type, flags, am_id, 0, false, 0, std::move(buf)});
+}
+
+bool Sender::send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit) {
+    // Ask for an ACK now and then, and when the window is about to fill (the sender would
+    // otherwise wait for the receiver's delayed ACK).
+    bool ack_req = retransmit || ++since_ack_req_ >= cfg_.ack_req_every ||
+                   double(n_sent_ + 1) >= cwnd_;
+    if (!emit(p, ack_req)) {
+        return false;
+    }
+    if (ack_req) {
+        since_ack_req_ = 0;
+    }
+    if (retransmit) {
+        ++stats_.retransmits;
+    }
+    ++p.tx_count;
+    p.sent_ns = now;
+    return true;
+}
+
+void Sender::transmit(uint64_t now, const Emit& emit) {
+    while (n_sent_ < q_.size() && double(n_sent_) < cwnd_) {
+        if (!send_one(q_[n_sent_], now, emit, false)) {
+            return;
+        }
+        ++n_sent_;
+    }
+}
+
+std::string Sender::describe() const {
+    return "snd_una " + std::to_string(q_.empty() ? next_psn_ : q_.front().psn) + " next " +
+           std::to_string(next_psn_) + " queued " + std::to_string(q_.size()) + " in flight " +
+           std::to_string(n_sent_) + " cwnd " + std::to_string(int(cwnd_)) + " rto " +
+           std::to_string(rto_ns() / 1000) + " us, " + std::to_string(stats_.timeouts) +
+           " timeouts, " + std::to_string(stats_.retransmits) + " retransmissions";
+}
+
+uint64_t Sender::rto_ns() const {
+    uint64_t base = srtt_ns_ < 0 ? cfg_.min_rto_ns : uint64_t(srtt_ns_ + 4 * rttvar_ns_);
+    base = std::max(base, cfg_.min_rto_ns);
+    return std::min(cfg_.max_rto_ns, base << std::min(backoff_, 16u));
+}
+
+void Sender::cut_window() {
+    cwnd_ = std::max(double(cfg_.min_window), cwnd_ / 2);
+    ++stats_.window_cuts;
+}
+
+void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit) {
+    const uint32_t una = q_.empty() ? next_psn_ : q_.front().psn;
+    const uint32_t sent_end = una + uint32_t(n_sent_);
+    if (seq_lt(sent_end, ack)) {
+        return;   // acknowledges what we never sent: a confused or hostile peer
+    }
+    if (seq_lt(una, ack)) {
+        // Cumulative ACK advanced: free, sample RTT (first transmissions only: Karn), grow.
+        while (!q_.empty() && seq_lt(q_.front().psn, ack)) {
+            Packet& p = q_.front();
+            if (p.tx_count == 1 && now >= p.sent_ns) {
+                const int64_t rtt = int64_t(now - p.sent_ns);
+                if (srtt_ns_ < 0) {
+                    srtt_ns_ = rtt;
+                    rttvar_ns_ = rtt / 2;
+                } else {
+                    rttvar_ns_ += (std::abs(srtt_ns_ - rtt) - rttvar_ns_) / 4;
+                    srtt_ns_ += (rtt - srtt_ns_) / 8;
+                }
+            }
+            // Additive increase: about one packet per window's worth of ACKs.
+            cwnd_ = std::min(double(cfg_.max_window), cwnd_ + 1.0 / cwnd_);
+            p.payload.clear();
+            if (spare_.size() < 64) {
+                spare_.push_back(std::move(p.payload));
+            }
+            q_.pop_front();
+            --n_sent_;
+        }
+        backoff_ = 0;
+        dupacks_ = 0;
+        last_progress_ns_ = now;
+        if (in_recovery_ && !seq_lt(ack, recover_psn_)) {
+            in_recovery_ = false;
+        }
+    } else if (ack == una && sack != 0) {
+        ++dupacks_;   // (an older ACK, overtaken by a newer one, is no news)
+    }
+    // Selective ACK: these need no retransmission.
+    uint32_t highest_sacked = 0;
+    bool any_sacked = false;
+    for (unsigned i = 0; i < 32; ++i) {
+        if (!(sack & (1u << i))) continue;
+        const uint32_t psn = ack + 1 + i;
+        const size_t idx = psn - (q_.empty() ? next_psn_ : q_.front().psn);
+        if (idx < n_sent_) {
+            q_[idx].sacked = true;
+            highest_sacked = psn;
+            any_sacked = true;
+        }
+    }
+    // Fast retransmit: the peer holds packets beyond a hole (three times reported, or more than
+    // three packets beyond it) — resend the holes below the highest it has, once per episode.
+    if (any_sacked && !in_recovery_ &&
+        (dupacks_ >= 3 || seq_lt(ack + 3, highest_sacked))) {
+        in_recovery_ = true;
+        recover_psn_ = next_psn_;
+        cut_window();
+        ++stats_.fast_retransmits;
+        for (size_t i = 0; i < n_sent_ && seq_lt(q_[i].psn, highest_sacked); ++i) {
+            if (!q_[i].sacked && !send_one(q_[i], now, emit, true)) {
+                break;
+            }
+        }
+    }
+    transmit(now, emit);
+}
+
+bool Sender::on_timer(uint64_t now, const Emit& emit) {
+    if (q_.empty()) {
+        return true;
+    }
+    if (elapsed_ns(now, last_progress_ns_) >= cfg_.peer_timeout_ns) {
+        return false;
+    }
+    if (n_sent_ == 0) {
+        transmit(now, emit);   // the device refused earlier
+        return true;
+    }
+    // The oldest packet the peer has not reported decides. When it reported every one (SACK)
+    // but the cumulative ACK never came (lost), the front packet's timer decides: resending it
+    // makes the peer acknowledge again — otherwise nothing would ever be sent and both wait.
+    uint64_t oldest = UINT64_MAX;
+    for (size_t i = 0; i < n_sent_; ++i) {
+        if (!q_[i].sacked) {
+            oldest = q_[i].sent_ns;
+            break;
+        }
+    }
+    const bool all_sacked = oldest == UINT64_MAX;
+    if (all_sacked) {
+        oldest = q_[0].sent_ns;
+    }
+    if (elapsed_ns(now, oldest) < rto_ns()) {
+        return true;
+    }
+    ++stats_.timeouts;
+    ++backoff_;
+    cut_window();
+    in_recovery_ = false;
+    dupacks_ = 0;
+    if (all_sacked) {
+        send_one(q_[0], now, emit, true);
+        return true;
+    }
+    // Resend what the peer has not reported, up to the (reduced) window.
+    size_t budget = std::max<size_t>(1, size_t(cwnd_));
+    for (size_t i = 0; i < n_sent_ && budget > 0; ++i) {
+        if (q_[i].sacked) continue;
+        if (!send_one(q_[i], now, emit, true)) break;
+        --budget;
+    }
+    return true;
+}
+
+} // namespace roce::ud

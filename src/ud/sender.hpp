@@ -1,0 +1,98 @@
+// Send side of one ud_roce peer: sequence numbers, the retransmission queue, the AIMD window,
+// retransmission (fast, from selective ACKs; on timeout, of what the ACKs do not cover) and peer
+// failure detection. Pure state machine: time comes in as nanoseconds, packets leave through
+// the `emit` callback, nothing here touches a socket.
+//
+// Queue layout (oldest first):  [ sent, unacknowledged ... | queued, not sent yet ... ]
+//                                 ^ snd_una                  ^ n_sent
+// Only the first `cwnd` packets are ever in flight, so a slow or lossy peer fills its own queue
+// (and its sender sees no_resource) without stalling the others.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <sys/uio.h>
+#include <vector>
+
+#include "ud/header.hpp"
+
+namespace roce::ud {
+
+struct SenderConfig {
+    uint32_t min_window = 2;         // packets
+    uint32_t init_window = 64;
+    uint32_t max_window = 256;
+    uint32_t queue_len = 1024;       // packets queued (sent + not sent) before no_resource
+    uint32_t ack_req_every = 32;     // ask for an immediate ACK every N packets
+    uint64_t min_rto_ns = 2'000'000;
+    uint64_t max_rto_ns = 500'000'000;
+    uint64_t peer_timeout_ns = 30'000'000'000ull;   // no progress for this long: peer failed
+};
+
+struct SenderStats {
+    uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0, window_cuts = 0;
+};
+
+class Sender {
+public:
+    struct Packet {
+        uint32_t psn;
+        PktType type;
+        uint8_t flags;
+        uint8_t am_id;
+        uint16_t tx_count;          // transmissions so far (0: queued, not sent)
+        bool sacked;
+        uint64_t sent_ns;           // last transmission
+        std::vector<uint8_t> payload;
+    };
+    // Transmits one packet (header fields other than psn/type/flags/am_id are the caller's);
+    // false: the device cannot take it now, try again later.
+    using Emit = std::function<bool(const Packet&, bool ack_req)>;
+
+    explicit Sender(const SenderConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window) {}
+
+    bool can_queue(size_t packets) const { return q_.size() + packets <= cfg_.queue_len; }
+    // Queues one packet carrying the gathered iov bytes (starting `offset` bytes in, `len` of them).
+    void enqueue(PktType type, uint8_t flags, uint8_t am_id, const iovec* iov, size_t iovcnt,
+                 size_t offset, size_t len, uint64_t now);
+    // Sends queued packets while the window allows.
+    void transmit(uint64_t now, const Emit& emit);
+    // An acknowledgement from the peer (any packet's ack/sack fields).
+    void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit);
+    // Retransmission timer and failure detection; returns false once the peer failed.
+    bool on_timer(uint64_t now, const Emit& emit);
+
+    bool idle() const { return q_.empty(); }              // everything acknowledged
+    bool unsent() const { return n_sent_ < q_.size(); }
+    uint32_t next_psn() const { return next_psn_; }
+    double cwnd() const { return cwnd_; }
+    uint64_t rto_ns() const;
+    std::string describe() const;   // for the failure log: queue, window, timer
+    const SenderStats& stats() const { return stats_; }
+    // Frees the queue (peer failed).
+    void drop_all() { q_.clear(); n_sent_ = 0; }
+
+private:
+    bool send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit);
+    void cut_window();
+
+    SenderConfig cfg_;
+    std::deque<Packet> q_;
+    size_t n_sent_ = 0;
+    uint32_t next_psn_ = 0;
+    double cwnd_;
+    uint32_t since_ack_req_ = 0;
+    uint32_t dupacks_ = 0;
+    uint32_t recover_psn_ = 0;       // no new fast retransmit before snd_una passes this
+    bool in_recovery_ = false;
+    int64_t srtt_ns_ = -1, rttvar_ns_ = 0;
+    unsigned backoff_ = 0;
+    uint64_t last_progress_ns_ = 0;  // last ACK that advanced, or when the queue became busy
+    std::vector<std::vector<uint8_t>> spare_;   // payload buffers to reuse
+    SenderStats stats_;
+};
+
+} // namespace roce::ud

@@ -1,0 +1,461 @@
+#include "ud/transport.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <random>
+#include <stdexcept>
+
+#include "common/log.hpp"
+
+namespace roce::ud {
+
+Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp, Callbacks cb)
+    : cfg_(cfg), qp_(std::move(qp)), cb_(std::move(cb)) {
+    frag_ = qp_->max_payload() - header_size;
+    while (cfg_.sender_id == 0) {
+        cfg_.sender_id = std::random_device{}();
+    }
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || notify_fd_ < 0 || stop_fd_ < 0) {
+        for (int fd : {epoll_fd_, notify_fd_, stop_fd_}) if (fd >= 0) ::close(fd);
+        throw std::runtime_error("ud transport: out of file descriptors");
+    }
+    for (int fd : {qp_->event_fd(), notify_fd_}) {
+        if (fd < 0) continue;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    }
+    last_owner_ns_ = now_ns();
+    if (cfg_.progress_thread) {
+        thread_ = std::thread([this] { thread_main(); });
+    }
+}
+
+Transport::~Transport() {
+    if (thread_.joinable()) {
+        stop_ = true;
+        uint64_t one = 1;
+        (void)!::write(stop_fd_, &one, sizeof(one));
+        thread_.join();
+    }
+    for (int fd : {epoll_fd_, notify_fd_, stop_fd_}) ::close(fd);
+}
+
+UdAddr Transport::peer_addr(PeerId id) const {
+    std::lock_guard lk(mu_);
+    return peers_[id]->addr;
+}
+
+Status Transport::peer_status(PeerId id) const {
+    std::lock_guard lk(mu_);
+    return peers_[id]->status;
+}
+
+bool Transport::busy() const {
+    std::lock_guard lk(mu_);
+    return !active_.empty();
+}
+
+bool Transport::has_deferred() const {
+    std::lock_guard lk(mu_);
+    return !deferred_.empty() || !failures_.empty();
+}
+
+void Transport::arm() {
+    std::lock_guard lk(mu_);
+    qp_->arm();
+}
+
+uint64_t Transport::now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+Transport::PeerId Transport::peer(const UdAddr& addr) {
+    std::lock_guard lk(mu_);
+    auto it = by_addr_.find(addr);
+    if (it != by_addr_.end()) {
+        return it->second;
+    }
+    const auto id = PeerId(peers_.size());
+    peers_.push_back(std::make_unique<Peer>());
+    peers_.back()->addr = addr;
+    by_addr_.emplace(addr, id);
+    ++stats_.peers;
+    return id;
+}
+
+Sender& Transport::tx(Peer& p) {
+    if (!p.tx) p.tx = std::make_unique<Sender>(cfg_.tx);
+    return *p.tx;
+}
+
+Receiver& Transport::rx(Peer& p) {
+    if (!p.rx) p.rx = std::make_unique<Receiver>(cfg_.rx);
+    return *p.rx;
+}
+
+void Transport::activate(PeerId id) {
+    Peer& p = *peers_[id];
+    if (!p.active) {
+        p.active = true;
+        active_.push_back(id);
+    }
+}
+
+bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
+    Header h;
+    h.type = pkt.type;
+    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0));
+    h.am_id = pkt.am_id;
+    h.sender_id = cfg_.sender_id;
+    h.psn = pkt.psn;
+    h.ack = p.rx ? p.rx->ack() : 0;
+    h.sack = p.rx ? p.rx->sack() : 0;
+    uint8_t hdr[header_size];
+    encode(h, hdr);
+    iovec iov[2] = {{hdr, header_size},
+                    {const_cast<uint8_t*>(pkt.payload.data()), pkt.payload.size()}};
+    const Status s = qp_->send(p.addr, iov, pkt.payload.empty() ? 1 : 2);
+    if (s == Status::no_resource) {
+        return false;
+    }
+    // Other errors (e.g. an unreachable address) count as a lost packet: the retransmission
+    // timer and, in the end, the peer timeout deal with them like with any loss.
+    if (p.rx) p.rx->ack_sent();
+    ++(pkt.type == PktType::probe ? stats_.probes_sent : stats_.data_sent);
+    return true;
+}
+
+void Transport::send_ack(Peer& p) {
+    Header h;
+    h.type = PktType::ack;
+    h.sender_id = cfg_.sender_id;
+    h.ack = p.rx->ack();
+    h.sack = p.rx->sack();
+    uint8_t hdr[header_size];
+    encode(h, hdr);
+    iovec iov{hdr, header_size};
+    if (qp_->send(p.addr, &iov, 1) != Status::no_resource) {
+        p.rx->ack_sent();
+        ++stats_.acks_sent;
+    }
+}
+
+Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iovcnt) {
+    std::lock_guard lk(mu_);
+    Peer& p = *peers_[id];
+    if (p.status != Status::ok) {
+        return p.status;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
+    if (len > cfg_.rx.max_msg) {
+        return Status::invalid_param;
+    }
+    const size_t npkts = std::max<size_t>(1, (len + frag_ - 1) / frag_);
+    Sender& s = tx(p);
+    if (!s.can_queue(npkts)) {
+        return Status::no_resource;
+    }
+    const uint64_t now = now_ns();
+    size_t off = 0;
+    for (size_t i = 0; i < npkts; ++i) {
+        const size_t n = std::min(frag_, len - off);
+        uint8_t flags = uint8_t((i == 0 ? flag_first : 0) | (i + 1 == npkts ? flag_last : 0));
+        s.enqueue(PktType::data, flags, am_id, iov, iovcnt, off, n, now);
+        off += n;
+    }
+    s.transmit(now, [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); });
+    activate(id);
+    return Status::ok;
+}
+
+bool Transport::can_send(PeerId id, size_t len) const {
+    std::lock_guard lk(mu_);
+    const Peer& p = *peers_[id];
+    if (p.status != Status::ok) return true;   // the send reports the failure
+    if (!p.tx) return true;
+    return p.tx->can_queue(std::max<size_t>(1, (len + frag_ - 1) / frag_));
+}
+
+Status Transport::probe(PeerId id) {
+    std::lock_guard lk(mu_);
+    Peer& p = *peers_[id];
+    if (p.status != Status::ok) {
+        return p.status;
+    }
+    Sender& s = tx(p);
+    if (!s.idle()) {
+        activate(id);
+        return Status::ok;   // packets in flight already prove (or disprove) the peer alive
+    }
+    const uint64_t now = now_ns();
+    s.enqueue(PktType::probe, 0, 0, nullptr, 0, 0, 0, now);
+    s.transmit(now, [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); });
+    activate(id);
+    return Status::ok;
+}
+
+bool Transport::flushed(PeerId id) const {
+    std::lock_guard lk(mu_);
+    const Peer& p = *peers_[id];
+    return p.status != Status::ok || !p.tx || p.tx->idle();
+}
+
+bool Transport::all_flushed() const {
+    std::lock_guard lk(mu_);
+    for (PeerId id : active_) {
+        if (!flushed(id)) return false;
+    }
+    return true;
+}
+
+void Transport::on_datagram(const Datagram& d, uint64_t now) {
+    Header h;
+    if (!decode(d.data, d.len, h)) {
+        ++stats_.malformed;
+        return;
+    }
+    const PeerId id = peer(d.src);
+    Peer& p = *peers_[id];
+    if (p.status != Status::ok) {
+        return;
+    }
+    if (p.remote_id != h.sender_id) {
+        if (p.remote_id != 0) {
+            // Another process now answers at this address: what we sent and received belongs to
+            // the one that is gone.
+            ++stats_.restarted_peers;
+            ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(),
+                      p.remote_id, h.sender_id);
+            fail(id, Status::timeout);
+            return;
+        }
+        p.remote_id = h.sender_id;
+    }
+    auto out = [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); };
+    if (p.tx) {
+        p.tx->on_ack(h.ack, h.sack, now, out);
+    }
+    if (h.type != PktType::ack) {
+        rx(p).receive(h, d.data + header_size, d.len - header_size, now,
+                      [&](uint8_t am_id, const uint8_t* data, size_t len) {
+                          if (passive_) {   // the owner's callbacks run in the owner's thread
+                              deferred_.push_back({id, am_id, std::vector<uint8_t>(data, data + len)});
+                          } else {
+                              cb_.deliver(id, am_id, data, len);
+                          }
+                      });
+    }
+    if ((p.tx && !p.tx->idle()) || (p.rx && p.rx->ack_pending())) {
+        activate(id);
+    }
+}
+
+void Transport::fail(PeerId id, Status why) {
+    Peer& p = *peers_[id];
+    if (p.status != Status::ok) return;
+    ROCE_WARN("ud_roce: peer %s failed (%s): %s; received up to %u", p.addr.to_string().c_str(),
+              std::string(to_string(why)).c_str(), p.tx ? p.tx->describe().c_str() : "nothing sent",
+              p.rx ? p.rx->ack() : 0);
+    p.status = why;
+    if (p.tx) {
+        const SenderStats& s = p.tx->stats();
+        dead_tx_.retransmits += s.retransmits;
+        dead_tx_.fast_retransmits += s.fast_retransmits;
+        dead_tx_.timeouts += s.timeouts;
+        dead_tx_.window_cuts += s.window_cuts;
+        p.tx->drop_all();
+    }
+    ++stats_.failed_peers;
+    failures_.emplace_back(id, why);
+}
+
+// ACKs that are due, retransmission timers, failures; drops idle peers from the active list.
+void Transport::service(uint64_t now, unsigned& count) {
+    for (size_t i = 0; i < active_.size();) {
+        const PeerId id = active_[i];
+        Peer& p = *peers_[id];
+        if (p.status == Status::ok) {
+            if (p.rx && p.rx->ack_due(now, cfg_.ack_delay_ns)) {
+                send_ack(p);
+                ++count;
+            }
+            if (p.tx && !p.tx->on_timer(now, [&](const Sender::Packet& pkt, bool ack_req) {
+                    return emit(p, pkt, ack_req);
+                })) {
+                fail(id, Status::timeout);
+            }
+        }
+        const bool busy = p.status == Status::ok &&
+                          ((p.tx && !p.tx->idle()) || (p.rx && p.rx->ack_pending()));
+        if (busy) {
+            ++i;
+        } else {
+            p.active = false;
+            active_[i] = active_.back();
+            active_.pop_back();
+        }
+    }
+}
+
+unsigned Transport::receive(uint64_t now) {
+    unsigned count = 0;
+    const auto on_dgram = [&](const Datagram& d) { on_datagram(d, now); };
+    constexpr size_t batch = 64;
+    for (int round = 0; round < 4; ++round) {
+        const size_t n = qp_->poll(on_dgram, batch);
+        count += unsigned(n);
+        if (n < batch) break;
+    }
+    if (!active_.empty()) {
+        service(now, count);
+    }
+    return count;
+}
+
+unsigned Transport::progress() {
+    std::lock_guard lk(mu_);
+    unsigned count = 0;
+    if (!deferred_.empty() || notified_) {
+        notified_ = false;
+        uint64_t v;
+        (void)!::read(notify_fd_, &v, sizeof(v));
+        // Received by the background thread: older than anything still in the QP.
+        std::vector<Deferred> d;
+        d.swap(deferred_);
+        for (Deferred& m : d) {
+            if (peers_[m.peer]->status == Status::ok) {
+                cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
+            }
+        }
+        count += unsigned(d.size());
+    }
+    count += receive(now_ns());
+    last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
+    if (!failures_.empty()) {
+        std::vector<std::pair<PeerId, Status>> f;
+        f.swap(failures_);
+        for (auto& [id, why] : f) {
+            cb_.failed(id, why);
+        }
+        count += unsigned(f.size());
+    }
+    return count;
+}
+
+// The background thread: idle while the owner progresses; otherwise waits for a packet or a
+// timer tick and runs the protocol in the owner's stead.
+void Transport::thread_main() {
+    const uint64_t idle_ns = cfg_.idle_takeover_ns;
+    const int qp_fd = qp_->event_fd();
+    while (!stop_.load()) {
+        const uint64_t now = now_ns();
+        const uint64_t last = last_owner_ns_.load(std::memory_order_relaxed);
+        if (elapsed_ns(now, last) < idle_ns) {
+            const uint64_t wait = idle_ns - elapsed_ns(now, last);
+            pollfd p{stop_fd_, POLLIN, 0};
+            timespec ts{time_t(wait / 1'000'000'000ull), long(wait % 1'000'000'000ull)};
+            ppoll(&p, 1, &ts, nullptr);
+            continue;
+        }
+        // Owner away: a packet, or at the latest the next ACK-delay / retransmission tick.
+        pollfd p[2] = {{stop_fd_, POLLIN, 0}, {qp_fd, POLLIN, 0}};
+        timespec ts{0, long(std::max<uint64_t>(cfg_.ack_delay_ns, 100'000))};
+        ppoll(p, qp_fd >= 0 ? 2 : 1, &ts, nullptr);
+        if (stop_.load()) break;
+        std::unique_lock lk(mu_, std::try_to_lock);
+        if (!lk.owns_lock() || elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed)) < idle_ns) {
+            continue;   // the owner is back
+        }
+        const size_t had = deferred_.size() + failures_.size();
+        passive_ = true;
+        receive(now_ns());
+        passive_ = false;
+        if (deferred_.size() + failures_.size() != had && !notified_) {
+            notified_ = true;
+            uint64_t one = 1;
+            (void)!::write(notify_fd_, &one, sizeof(one));
+        }
+    }
+}
+
+TransportStats Transport::stats() const {
+    std::lock_guard lk(mu_);
+    TransportStats s = stats_;
+    s.retransmits = dead_tx_.retransmits;
+    s.fast_retransmits = dead_tx_.fast_retransmits;
+    s.timeouts = dead_tx_.timeouts;
+    s.window_cuts = dead_tx_.window_cuts;
+    for (const auto& p : peers_) {
+        if (p->tx) {
+            const SenderStats& t = p->tx->stats();
+            s.retransmits += t.retransmits;
+            s.fast_retransmits += t.fast_retransmits;
+            s.timeouts += t.timeouts;
+            s.window_cuts += t.window_cuts;
+        }
+        if (p->rx) {
+            const ReceiverStats& r = p->rx->stats();
+            s.delivered += r.delivered;
+            s.duplicates += r.duplicates;
+            s.out_of_order += r.out_of_order;
+            s.out_of_window += r.out_of_window;
+            s.malformed += r.malformed;
+        }
+    }
+    return s;
+}
+
+std::string Transport::stats_text() const {
+    std::lock_guard lk(mu_);
+    const TransportStats s = stats();
+    const DatagramStats d = qp_->stats();
+    std::string out;
+    auto add = [&](const char* name, uint64_t v) {
+        if (!out.empty()) out += ' ';
+        out += name;
+        out += '=';
+        out += std::to_string(v);
+    };
+    add("tx_packets", d.tx_packets);
+    add("rx_packets", d.rx_packets);
+    add("tx_bytes", d.tx_bytes);
+    add("rx_bytes", d.rx_bytes);
+    add("tx_dropped", d.tx_dropped);
+    add("icrc_errors", d.icrc_errors);
+    add("malformed", d.malformed + s.malformed);
+    add("wrong_qp", d.wrong_qp);
+    add("peers", s.peers);
+    add("failed_peers", s.failed_peers);
+    add("data_sent", s.data_sent);
+    add("acks_sent", s.acks_sent);
+    add("probes_sent", s.probes_sent);
+    add("retransmits", s.retransmits);
+    add("fast_retransmits", s.fast_retransmits);
+    add("timeouts", s.timeouts);
+    add("window_cuts", s.window_cuts);
+    add("delivered", s.delivered);
+    add("duplicates", s.duplicates);
+    add("out_of_order", s.out_of_order);
+    add("out_of_window", s.out_of_window);
+    add("restarted_peers", s.restarted_peers);
+    add("faults_dropped", d.faults_dropped);
+    add("faults_duplicated", d.faults_duplicated);
+    add("faults_reordered", d.faults_reordered);
+    add("faults_corrupted", d.faults_corrupted);
+    return out;
+}
+
+} // namespace roce::ud

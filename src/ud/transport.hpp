@@ -1,0 +1,149 @@
+// ud_roce's reliable, connectionless messaging over one datagram QP (ud/datagram.hpp): every
+// peer is just an address; per peer a Sender and a Receiver (created on first use, so a peer
+// that was only addressed costs a few dozen bytes) carry sequence numbers, acknowledgements
+// (on every packet, so traffic in the other direction acknowledges for free; explicit ACKs are
+// coalesced), retransmission and an AIMD window. AMs larger than a datagram are fragmented.
+//
+// A peer that acknowledges nothing for `peer_timeout` fails: its queued packets are dropped,
+// sends to it return its status (timeout) and the failure callback runs once (from progress).
+// Probes (keepalive / ep_check) are sequenced empty packets: their ACK proves the peer alive.
+//
+// Threading: every public method is thread-safe (one recursive mutex). The owner calls
+// progress(); callbacks run inside it and may call send_am()/probe() (not progress()). With
+// `progress_thread`, a background thread takes over when the owner has not called progress()
+// for `idle_takeover_ns`: it receives (keeping AMs for the owner's next progress, which the
+// event fd then announces), acknowledges and retransmits — so a process that computes, or
+// blocks outside UCX, neither stalls its peers' flushes nor looks dead to them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ud/datagram.hpp"
+#include "ud/receiver.hpp"
+#include "ud/sender.hpp"
+
+namespace roce::ud {
+
+struct TransportConfig {
+    SenderConfig tx;
+    ReceiverConfig rx;
+    uint64_t ack_delay_ns = 50'000;   // longest an ACK waits for data to ride on
+    uint32_t sender_id = 0;           // 0: random
+    bool progress_thread = false;
+    uint64_t idle_takeover_ns = 200'000;
+};
+
+struct TransportStats {
+    uint64_t peers = 0, failed_peers = 0;
+    uint64_t data_sent = 0, acks_sent = 0, probes_sent = 0;
+    uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0, window_cuts = 0;
+    uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0;
+    uint64_t malformed = 0, restarted_peers = 0;
+};
+
+class Transport {
+public:
+    using PeerId = uint32_t;
+    struct Callbacks {
+        std::function<void(PeerId, uint8_t am_id, const uint8_t* data, size_t len)> deliver;
+        std::function<void(PeerId, Status)> failed;
+    };
+
+    Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp, Callbacks cb);
+    ~Transport();
+    Transport(const Transport&) = delete;
+    Transport& operator=(const Transport&) = delete;
+
+    // The peer at `addr` (created on first use; nothing is sent).
+    PeerId peer(const UdAddr& addr);
+    UdAddr peer_addr(PeerId id) const;
+    Status peer_status(PeerId id) const;
+
+    // Bytes of one AM at most (reassembly limit) and per packet.
+    size_t max_msg() const { return cfg_.rx.max_msg; }
+    size_t packet_payload() const { return frag_; }
+    // Queues an AM of the gathered iov bytes. no_resource: the peer's queue is full (retry
+    // after progress); the peer's status once it failed; invalid_param: larger than max_msg.
+    Status send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iovcnt);
+    bool can_send(PeerId id, size_t len) const;
+    // Keepalive: a sequenced empty packet; a dead peer then fails within peer_timeout.
+    Status probe(PeerId id);
+
+    // Everything sent to the peer (to every peer) acknowledged.
+    bool flushed(PeerId id) const;
+    bool all_flushed() const;
+    // Some peer has something unacknowledged or is owed an ACK: progress has timers to run.
+    bool busy() const;
+    // AMs the background thread received, or failures it found, wait for progress().
+    bool has_deferred() const;
+    // Readable when progress() has work: the QP's fd and the background thread's notifications.
+    int event_fd() const { return epoll_fd_; }
+
+    // Receives, acknowledges, retransmits; callbacks run from here. Returns events handled.
+    unsigned progress();
+
+    // Arms the QP's event source (call only from the owner, before waiting on event_fd()).
+    void arm();
+    UdAddr address() const { return qp_->address(); }
+    DatagramStats qp_stats() const { return qp_->stats(); }
+    TransportStats stats() const;
+    std::string stats_text() const;   // name=value pairs, counters of the QP included
+    uint32_t sender_id() const { return cfg_.sender_id; }
+
+private:
+    struct Peer {
+        UdAddr addr;
+        uint32_t remote_id = 0;          // the peer's sender_id, once heard
+        Status status = Status::ok;
+        bool active = false;             // in active_ (has something to send, ACK or time out)
+        std::unique_ptr<Sender> tx;
+        std::unique_ptr<Receiver> rx;
+    };
+
+    Sender& tx(Peer& p);
+    Receiver& rx(Peer& p);
+    bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
+    void send_ack(Peer& p);
+    void on_datagram(const Datagram& d, uint64_t now);
+    void fail(PeerId id, Status why);
+    void activate(PeerId id);
+    void service(uint64_t now, unsigned& count);
+    unsigned receive(uint64_t now);
+    void thread_main();
+    static uint64_t now_ns();
+
+    struct Deferred {
+        PeerId peer;
+        uint8_t am_id;
+        std::vector<uint8_t> data;
+    };
+
+    TransportConfig cfg_;
+    std::unique_ptr<DatagramQp> qp_;
+    Callbacks cb_;
+    size_t frag_;
+    std::vector<std::unique_ptr<Peer>> peers_;
+    std::unordered_map<UdAddr, PeerId, UdAddrHash> by_addr_;
+    std::vector<PeerId> active_;
+    std::vector<std::pair<PeerId, Status>> failures_;
+    TransportStats stats_;
+    mutable std::recursive_mutex mu_;
+    bool passive_ = false;                    // the background thread is receiving
+    bool notified_ = false;                   // notify_fd_ was written and not yet drained
+    std::vector<Deferred> deferred_;
+    std::atomic<uint64_t> last_owner_ns_{0};
+    std::atomic<bool> stop_{false};
+    int epoll_fd_ = -1, notify_fd_ = -1, stop_fd_ = -1;
+    std::thread thread_;
+    SenderStats dead_tx_;     // counters of senders already freed
+};
+
+} // namespace roce::ud

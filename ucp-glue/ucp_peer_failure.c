@@ -1,0 +1,304 @@
+/* ucp_peer_failure [-t bound_s] [-w warmup_s] [-i]: issue 5 acceptance, public UCP API only.
+ * A rank killed mid-run must give the survivor a peer-failure error (UCP_ERR_HANDLING_MODE_PEER)
+ * within bound_s (default 30), not a hang, and the survivor must then clean up.
+ * The parent (survivor) forks the child (victim); they exchange worker addresses over a
+ * socketpair, then tagged messages of 8 B, 64 KiB and 1 MiB (eager and rendezvous), every byte
+ * checked, until the parent SIGKILLs the child after warmup_s (default 1) with requests in
+ * flight, and keeps progressing and posting to the dead peer (a probe send every 100 ms).
+ *   -i  idle survivor: both sides stop posting and drain before the kill and the survivor posts
+ *       nothing after it, so only UCP keepalive can detect the failure.
+ * Transport from UCX_TLS; UCX_KEEPALIVE_INTERVAL defaults to 1 s here (UCX's default: 20 s).
+ * Exit 0 on pass; 1 with a "FAIL:" line on timeout, data mismatch, no error or stuck cleanup. */
+#define _GNU_SOURCE
+#include <ucp/api/ucp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* _exit: no UCX teardown, which could hang on the very state being reported. */
+#define FAIL(...) \
+    do { \
+        printf("[peer_failure] FAIL: "), printf(__VA_ARGS__), printf("\n"), fflush(stdout); \
+        _exit(1); \
+    } while (0)
+#define MUST(_x) \
+    do { \
+        ucs_status_t _s = (_x); \
+        if (_s != UCS_OK) FAIL("%s: %s", #_x, ucs_status_string(_s)); \
+    } while (0)
+
+#define WINDOW 6                 /* iterations in flight per side, each a send and a receive */
+#define MAX_PROBES 64
+#define PROBE_TAG (1ull << 63)   /* never received: probes only exercise the dead ep */
+/* 8 B, max/16, max (-s, default 1 MiB). Transports without RDMA move large messages as several
+ * AM fragments; UCP 1.13 never completes a receive already matched to such a message when its
+ * sender dies mid-way (not even on cancel), so those runs keep every message one fragment. */
+static size_t sizes[] = {8, 64 << 10, 1 << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+typedef struct {
+    void *sreq, *rreq;       /* pending requests; NULL once complete */
+    ucs_status_t sst, rst;   /* UCS_INPROGRESS while pending, then the final status */
+    uint64_t seq;            /* the tag; the size is sizes[seq % NSIZES] */
+    uint64_t *sbuf, *rbuf;
+} slot_t;
+
+static ucp_context_h context;
+static ucp_worker_h worker;
+static ucp_ep_h ep;
+static int is_parent, quiesced;
+static slot_t slots[WINDOW];
+static void *probes[MAX_PROBES];
+static uint64_t probe_buf;
+static ucs_status_t ep_err = UCS_OK, req_err = UCS_OK;   /* first ep / request error */
+static double ep_err_time, req_err_time;
+
+static double now(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_MONOTONIC, &ts), ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void err_cb(void *arg, ucp_ep_h e, ucs_status_t status)
+{
+    (void)arg, (void)e;
+    if (ep_err == UCS_OK) ep_err = status, ep_err_time = now();
+}
+
+static int failed(void) { return ep_err != UCS_OK || req_err != UCS_OK; }
+
+static void note(ucs_status_t st)
+{
+    /* Canceled is our own doing (receives canceled at cleanup), not a detected failure. */
+    if (st != UCS_OK && st != UCS_INPROGRESS && st != UCS_ERR_CANCELED && req_err == UCS_OK)
+        req_err = st, req_err_time = now();
+}
+
+/* A just-posted request: NULL = done, error pointer = failed, else pending in *slot. */
+static ucs_status_t start(void *r, void **slot)
+{
+    ucs_status_t st = UCS_PTR_IS_PTR(r) ? UCS_INPROGRESS : UCS_PTR_STATUS(r);
+    *slot = UCS_PTR_IS_PTR(r) ? r : NULL;
+    return note(st), st;
+}
+
+static ucs_status_t poll_req(void **req, ucs_status_t cur)
+{
+    if (*req == NULL) return cur;
+    ucs_status_t st = ucp_request_check_status(*req);
+    if (st != UCS_INPROGRESS) ucp_request_free(*req), *req = NULL, note(st);
+    return st;
+}
+
+/* Word j of message seq from a sender: distinct per sender, sequence and offset. */
+static uint64_t pattern(int sender, uint64_t seq, size_t j)
+{
+    return (seq << 40) ^ (j * 0x9E3779B97F4A7C15ull) ^ (uint64_t)sender;
+}
+
+static void post(slot_t *s, uint64_t seq)
+{
+    size_t len = sizes[seq % NSIZES];
+    ucp_request_param_t p = {0};   /* no callbacks: requests are polled */
+    s->seq = seq;
+    for (size_t j = 0; j < len / 8; ++j) s->sbuf[j] = pattern(is_parent, seq, j);
+    s->sst = start(ucp_tag_send_nbx(ep, s->sbuf, len, seq, &p), &s->sreq);
+    s->rst = start(ucp_tag_recv_nbx(worker, s->rbuf, len, seq, ~0ull, &p), &s->rreq);
+}
+
+/* One progress round: completes requests, checks received data and, unless failed or
+ * quiesced, posts the next iteration in every slot that finished. Returns iterations done. */
+static int step(void)
+{
+    int done = 0;
+    ucp_worker_progress(worker);
+    for (int i = 0; i < WINDOW; ++i) {
+        slot_t *s = &slots[i];
+        s->sst = poll_req(&s->sreq, s->sst);
+        s->rst = poll_req(&s->rreq, s->rst);
+        if (s->sst != UCS_OK || s->rst != UCS_OK) continue;   /* pending, failed or retired */
+        size_t len = sizes[s->seq % NSIZES];
+        for (size_t j = 0; j < len / 8; ++j)
+            if (s->rbuf[j] != pattern(!is_parent, s->seq, j))
+                FAIL("data mismatch: message %llu (%zu B) word %zu",
+                     (unsigned long long)s->seq, len, j);
+        ++done;
+        if (failed() || quiesced) s->sst = s->rst = UCS_ERR_NO_ELEM;   /* retired */
+        else post(s, s->seq + WINDOW);
+    }
+    for (int i = 0; i < MAX_PROBES; ++i) poll_req(&probes[i], UCS_OK);
+    return done;
+}
+
+static int pending(int with_recvs)
+{
+    int n = 0;
+    for (int i = 0; i < WINDOW; ++i) n += (slots[i].sreq != NULL) + (with_recvs && slots[i].rreq);
+    for (int i = 0; i < MAX_PROBES; ++i) n += probes[i] != NULL;
+    return n;
+}
+
+static int drain(int with_recvs, double secs)
+{
+    for (double end = now() + secs; pending(with_recvs) && now() < end;) step();
+    return pending(with_recvs);
+}
+
+static void xfer(int fd, void *buf, size_t len, int out)
+{
+    for (size_t off = 0, n; off < len; off += n) {
+        char *p = (char *)buf + off;
+        ssize_t r = out ? write(fd, p, len - off) : read(fd, p, len - off);
+        if (r <= 0) FAIL("address exchange over the socketpair (%s)", out ? "write" : "read");
+        n = (size_t)r;
+    }
+}
+
+/* Context, worker and an ep with peer error handling to the process at the other end of fd. */
+static void setup(int fd)
+{
+    ucp_config_t *cfg;
+    MUST(ucp_config_read(NULL, NULL, &cfg));
+    /* Keepalive lets a survivor with nothing in flight notice the failure; UCX's default
+     * interval (20 s) would eat most of the bound, so 1 s unless the user chose one. */
+    if (getenv("UCX_KEEPALIVE_INTERVAL") == NULL)
+        MUST(ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "1s"));
+    ucp_params_t cp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
+    MUST(ucp_init(&cp, cfg, &context));
+    ucp_config_release(cfg);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    MUST(ucp_worker_create(context, &wp, &worker));
+    ucp_address_t *addr, *peer;
+    size_t len, peer_len;
+    MUST(ucp_worker_get_address(worker, &addr, &len));
+    xfer(fd, &len, sizeof(len), 1);
+    xfer(fd, addr, len, 1);
+    xfer(fd, &peer_len, sizeof(peer_len), 0);
+    if ((peer = malloc(peer_len)) == NULL) FAIL("malloc");
+    xfer(fd, peer, peer_len, 0);
+    ucp_worker_release_address(worker, addr);
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = peer,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER, .err_handler = {.cb = err_cb, .arg = NULL}};
+    MUST(ucp_ep_create(worker, &ep_params, &ep));
+    free(peer);
+    for (int i = 0; i < WINDOW; ++i) {
+        slots[i].sbuf = malloc(sizes[NSIZES - 1]);
+        slots[i].rbuf = malloc(sizes[NSIZES - 1]);
+        if (!slots[i].sbuf || !slots[i].rbuf) FAIL("malloc");
+        post(&slots[i], (uint64_t)i);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    double bound = 30, warmup = 1;
+    int idle = 0, opt, sv[2], wst, verified = 0, probes_posted = 0;
+    char c = 'q';
+    while ((opt = getopt(argc, argv, "t:w:is:")) != -1) {
+        if (opt == 's') sizes[2] = strtoul(optarg, NULL, 0), sizes[1] = sizes[2] / 16;
+        else if (opt == 't') bound = atof(optarg);
+        else if (opt == 'w') warmup = atof(optarg);
+        else if (opt == 'i') idle = 1;
+        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-s max_size]\n", argv[0]), 2;
+    }
+    const char *tls = getenv("UCX_TLS"), *nd = getenv("UCX_NET_DEVICES");
+    const char *ka = getenv("UCX_KEEPALIVE_INTERVAL");
+    printf("[peer_failure] UCX_TLS=%s UCX_NET_DEVICES=%s UCX_KEEPALIVE_INTERVAL=%s mode=%s "
+           "bound=%.0fs\n", tls ? tls : "(all)", nd ? nd : "(all)",
+           ka ? ka : "1s (test default)", idle ? "idle" : "probe", bound);
+    fflush(stdout);   /* before fork: no output buffered twice */
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) FAIL("socketpair");
+    pid_t pid = fork();   /* before any UCX initialization: each process has its own */
+    if (pid < 0) FAIL("fork");
+    if (pid == 0) {       /* victim: traffic until killed; dies with the parent if it goes first */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        setup(sv[1]);
+        for (unsigned n = 0; !failed(); ++n) {
+            step();   /* keeps progressing after a quiesce: the survivor's rendezvous need it */
+            if (!quiesced && n % 1024 == 0) quiesced = recv(sv[1], &c, 1, MSG_DONTWAIT) == 1;
+        }
+        _exit(3);   /* the survivor failed first */
+    }
+    is_parent = 1;
+    setup(sv[0]);
+    double t0 = now(), last_check = t0;
+    while (now() - t0 < warmup || verified < (int)(3 * NSIZES)) {
+        verified += step();
+        if (failed())
+            FAIL("error before the kill: %s", ucs_status_string(ep_err ? ep_err : req_err));
+        if (now() - last_check > 0.01) {   /* the victim must not exit on its own */
+            last_check = now();
+            if (waitpid(pid, &wst, WNOHANG) == pid)
+                FAIL("the victim exited (status 0x%x) before the kill", wst);
+            if (now() - t0 > bound) FAIL("no traffic: %d messages verified", verified);
+        }
+    }
+    if (idle) {   /* both stop posting; what is in flight completes (or waits for a tag) */
+        quiesced = 1;
+        xfer(sv[0], &c, 1, 1);
+        for (double end = now() + 0.5; now() < end;) verified += step();
+    }
+    double tk = now();
+    kill(pid, SIGKILL);
+    waitpid(pid, &wst, 0);
+    printf("[peer_failure] killed the victim after %.2f s: %d iterations verified, %d requests "
+           "pending (%d sends)\n", tk - t0, verified, pending(1), pending(0));
+    fflush(stdout);
+
+    /* Keep progressing (and, unless idle, posting to the dead peer) until the failure shows. */
+    for (double next_probe = tk; !failed();) {
+        verified += step();
+        if (!idle && now() >= next_probe && probes_posted < MAX_PROBES) {
+            ucp_request_param_t p = {0};
+            start(ucp_tag_send_nbx(ep, &probe_buf, sizeof(probe_buf), PROBE_TAG, &p),
+                  &probes[probes_posted++]);
+            next_probe += 0.1;
+        }
+        if (now() - tk > bound)
+            FAIL("no error within %.0f s after the kill (%d requests pending, %d probes posted)",
+                 bound, pending(1), probes_posted);
+    }
+    /* Give the error callback time to follow a failed request (or vice versa), for the report. */
+    for (double end = now() + 1; (ep_err == UCS_OK || req_err == UCS_OK) && now() < end;) step();
+    int sends_left = drain(0, 5);   /* UCP must complete sends and probes with the ep's error */
+    double first = ep_err && (!req_err || ep_err_time < req_err_time) ? ep_err_time : req_err_time;
+    printf("[peer_failure] error %.3f s after the kill; error callback: %s at %.3f s; first "
+           "failed request: %s at %.3f s; %d probes posted; %d sends still pending\n", first - tk,
+           ep_err ? ucs_status_string(ep_err) : "none", ep_err ? ep_err_time - tk : 0.0,
+           req_err ? ucs_status_string(req_err) : "none", req_err ? req_err_time - tk : 0.0,
+           probes_posted, sends_left);
+    fflush(stdout);
+
+    /* Cleanup. Tag receives belong to the worker, not the ep: no ep failure ends them. */
+    for (int i = 0; i < WINDOW; ++i)
+        if (slots[i].rreq) ucp_request_cancel(worker, slots[i].rreq);
+    ucp_request_param_t close_p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    void *close_req = ucp_ep_close_nbx(ep, &close_p);
+    double tc = now();
+    while (UCS_PTR_IS_PTR(close_req) && ucp_request_check_status(close_req) == UCS_INPROGRESS) {
+        ucp_worker_progress(worker);
+        if (now() - tc > 10) FAIL("forced ep close did not complete within 10 s");
+    }
+    if (UCS_PTR_IS_PTR(close_req)) ucp_request_free(close_req);
+    else if (UCS_PTR_IS_ERR(close_req))   /* expected on a failed ep; not a test failure */
+        printf("[peer_failure] ep close: %s\n", ucs_status_string(UCS_PTR_STATUS(close_req)));
+    int left = drain(1, 10);
+    if (left) FAIL("%d requests still pending 10 s after the forced ep close", left);
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    for (int i = 0; i < WINDOW; ++i) free(slots[i].sbuf), free(slots[i].rbuf);
+    printf("[peer_failure] PASS: error %.3f s after the kill (bound %.0f s), cleanup %.3f s\n",
+           first - tk, bound, now() - tc);
+    return 0;
+}

@@ -1,0 +1,50 @@
+// Network devices and the addresses built from them, shared by rc_roce and ud_roce on the
+// userspace device: which netdevs are transport devices, the device address UCP exchanges
+// (layout in glue.hpp), whether a peer's device address is reachable, and the GID policy's
+// choice of a netdev's address.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "glue.hpp"
+
+namespace roce::uct {
+
+struct Netdev {
+    std::string name;
+    int family = 0;
+    uint8_t ip[16] = {};
+    bool loopback = false;
+};
+
+struct DevAddrView {
+    uint8_t flags = 0;
+    int family = 0;
+    uint8_t ip[16] = {};
+    uct_iface_local_addr_ns_t host{};
+};
+
+// Every up netdev with a usable address: its first IPv4 address, else its first IPv6 address
+// that is not link-local (those need a scope id, which a device address does not carry).
+std::vector<Netdev> list_netdevs();
+// Netdevs listed as transport devices: those with an address the GID settings of the
+// environment accept (all of them when that would leave none: opening one then explains why).
+std::vector<Netdev> usable_netdevs(const char* tl);
+std::string ip_string(int family, const uint8_t* ip);
+// The transport device list UCT wants (network devices named `names`), ucs_calloc'ed.
+ucs_status_t tl_device_resources(const std::vector<std::string>& names,
+                                 uct_tl_device_resource_t** devices_p, unsigned* num_p);
+
+size_t pack_dev_addr(const Netdev& d, bool verbs, uint8_t* out);
+DevAddrView unpack_dev_addr(const uct_device_addr_t* addr);
+// Whether the device address `remote` can be reached from an iface whose own is `mine`.
+int dev_addr_is_reachable(const uint8_t* mine, const uct_device_addr_t* remote);
+
+// The GID policy's address of netdev `d` (replaces d's) and the traffic class, into dc.
+ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConfig& dc, const char* tl);
+ucs_status_t check_am_alignment(const uct_iface_params_t* params, const char* tl);
+LogLevel core_log_level(unsigned ucs_level);
+
+} // namespace roce::uct

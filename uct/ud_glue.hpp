@@ -1,0 +1,78 @@
+// Transport ud_roce: one datagram QP per interface and our own reliability (ud/transport.hpp).
+// Endpoints are addresses: creating one sends nothing and costs a few dozen bytes, so a process
+// can address thousands of peers; the per-peer state (sequence numbers, retransmission queue,
+// window) lives in the transport and is created on first traffic.
+//
+// Interface address: UDP port (network order) + QPN (24 bit, big endian), 5 bytes. The device
+// address is rc_roce's (netdev.hpp), so reachability is decided the same way.
+#pragma once
+
+#include "glue.hpp"
+#include "ud/transport.hpp"
+
+namespace roce::uct {
+
+extern uct_tl_t ud_tl;
+inline constexpr const char* ud_tl_name = "ud_roce";
+
+struct UdIfaceAddr {
+    uint16_t port_be;
+    uint8_t qpn[3];
+} UCS_S_PACKED;
+
+struct UdEp;
+
+struct UdIface {
+    uct_base_iface_t super;
+    Md* md = nullptr;
+    std::unique_ptr<ud::Transport> tr;
+    std::string dev_name;
+    uint8_t dev_addr[dev_addr_max_len] = {};
+    size_t dev_addr_len = 0;
+    size_t max_msg = 0;                       // largest AM (id in the header, not counted)
+    std::unique_ptr<uint8_t[]> bcopy_buf;     // max_msg bytes
+    std::vector<UdEp*> ep_by_peer;            // per transport peer: its endpoints (linked list)
+    std::vector<UdEp*> waiting;               // eps with pending requests or flush waiters
+    std::vector<uct_completion_t*> flush_waiters;
+    std::vector<std::pair<ud::Transport::PeerId, Status>> failures;   // reported after progress
+    bool in_progress = false;
+};
+static_assert(std::is_standard_layout_v<UdIface>);
+
+struct UdEp {
+    uct_base_ep_t super;
+    UdIface* iface = nullptr;
+    ud::Transport::PeerId peer = 0;
+    UdEp* next_of_peer = nullptr;             // the peer's other endpoints
+    ucs_status_t error = UCS_OK;
+    bool error_reported = false;
+    bool waiting = false;                     // in iface->waiting
+    bool dispatching = false;                 // progress is running this ep's pending queue
+    // Pending requests, linked through their priv area (no allocation per endpoint).
+    uct_pending_req_t* pending_head = nullptr;
+    uct_pending_req_t* pending_tail = nullptr;
+    std::vector<uct_completion_t*> flush_waiters;
+};
+static_assert(std::is_standard_layout_v<UdEp>);
+
+inline UdIface* to_ud_iface(uct_iface_h h) { return reinterpret_cast<UdIface*>(h); }
+inline UdEp* to_ud_ep(uct_ep_h h) { return reinterpret_cast<UdEp*>(h); }
+
+// ud_ep.cpp
+ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcept;
+void ud_ep_destroy(uct_ep_h tl_ep) noexcept;
+ucs_status_t ud_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*, unsigned) noexcept;
+ucs_status_t ud_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*, size_t) noexcept;
+ssize_t ud_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*, unsigned) noexcept;
+ucs_status_t ud_ep_am_zcopy(uct_ep_h, uint8_t, const void*, unsigned, const uct_iov_t*, size_t,
+                            unsigned, uct_completion_t*) noexcept;
+ucs_status_t ud_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned) noexcept;
+void ud_ep_pending_purge(uct_ep_h, uct_pending_purge_callback_t, void*) noexcept;
+ucs_status_t ud_ep_flush(uct_ep_h, unsigned, uct_completion_t*) noexcept;
+ucs_status_t ud_ep_check(uct_ep_h, unsigned, uct_completion_t*) noexcept;
+// Pending dispatch and flush completion of the waiting endpoints; failures reported.
+void ud_progress_waiting(UdIface* iface, unsigned& count);
+void ud_report_failures(UdIface* iface, unsigned& count);
+void ud_ep_destroy_all(UdIface* iface);
+
+} // namespace roce::uct

@@ -1,0 +1,412 @@
+// ud_roce interfaces: open/close, query, addresses, progress, flush and events.
+#include "ud_glue.hpp"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "netdev.hpp"
+#include "sw/ud_qp.hpp"
+
+namespace roce::uct {
+namespace {
+
+ucs_status_t ud_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t* addr) noexcept {
+    UdIface* iface = to_ud_iface(tl_iface);
+    std::memcpy(addr, iface->dev_addr, iface->dev_addr_len);
+    return UCS_OK;
+}
+
+ucs_status_t ud_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t* addr) noexcept {
+    const ud::UdAddr a = to_ud_iface(tl_iface)->tr->address();
+    UdIfaceAddr ia{htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)}};
+    std::memcpy(addr, &ia, sizeof(ia));
+    return UCS_OK;
+}
+
+int ud_iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t* dev_addr,
+                          const uct_iface_addr_t* iface_addr) noexcept {
+    if (dev_addr == nullptr || iface_addr == nullptr) {
+        return 0;
+    }
+    return dev_addr_is_reachable(to_ud_iface(tl_iface)->dev_addr, dev_addr);
+}
+
+ucs_status_t ud_iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexcept {
+    UdIface* iface = to_ud_iface(tl_iface);
+    uct_base_iface_query(&iface->super, attr);
+    attr->device_addr_len = iface->dev_addr_len;
+    attr->iface_addr_len = sizeof(UdIfaceAddr);
+    attr->ep_addr_len = 0;
+    attr->max_conn_priv = 0;
+    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+                      UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
+    const size_t pkt = iface->tr->packet_payload();
+    // One packet for short messages (the latency path), fragments above.
+    attr->cap.am.max_short = pkt;
+    attr->cap.am.max_bcopy = iface->max_msg;
+    attr->cap.am.min_zcopy = 0;
+    attr->cap.am.max_hdr = std::min<size_t>(128, iface->max_msg / 2);
+    attr->cap.am.max_zcopy = iface->max_msg - attr->cap.am.max_hdr;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu = pkt;
+    attr->cap.am.max_iov = max_send_iov - 1;
+    // Measured like rc_roce's on loopback: a UDP round trip plus the reliability header;
+    // a little above rc_roce so that UCP prefers rc_roce where both are offered.
+    attr->latency = ucs_linear_func_make(6e-6, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared = 1.2e9;
+    attr->overhead = 1e-6;
+    attr->priority = 0;
+    return UCS_OK;
+}
+
+unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
+    UdIface* iface = to_ud_iface(tl_iface);
+    if (iface->in_progress) {
+        return 0;   // an AM handler called progress: the outer call finishes the work
+    }
+    iface->in_progress = true;
+    unsigned count = 0;
+    try {
+        count = iface->tr->progress();
+        ud_progress_waiting(iface, count);
+        ud_report_failures(iface, count);
+    } catch (...) {
+        exception_status("ud_iface_progress");
+    }
+    iface->in_progress = false;
+    return count;
+}
+
+ucs_status_t ud_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t* comp) noexcept {
+    UdIface* iface = to_ud_iface(tl_iface);
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ROCE_UCT_TRY("ud_iface_flush", return _exc_status, {
+        bool busy = !iface->tr->all_flushed();
+        for (UdEp* ep : iface->waiting) {
+            busy = busy || ep->pending_head != nullptr;
+        }
+        if (!busy) {
+            UCT_TL_IFACE_STAT_FLUSH(&iface->super);
+            return UCS_OK;
+        }
+        if (comp != nullptr) {
+            iface->flush_waiters.push_back(comp);
+        }
+        UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+        return UCS_INPROGRESS;
+    })
+}
+
+ucs_status_t ud_iface_event_fd_get(uct_iface_h tl_iface, int* fd_p) noexcept {
+    *fd_p = to_ud_iface(tl_iface)->tr->event_fd();
+    return UCS_OK;
+}
+
+// The fd tells of arriving packets and of what the background thread received. While a peer
+// has something unacknowledged (or is owed an ACK) arming fails with BUSY: the owner's
+// progress runs those timers faster than the background thread's tick.
+ucs_status_t ud_iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
+    UdIface* iface = to_ud_iface(tl_iface);
+    ROCE_UCT_TRY("ud_iface_event_arm", return _exc_status, {
+        if (!iface->failures.empty() || !iface->waiting.empty() || !iface->flush_waiters.empty() ||
+            iface->tr->busy() || iface->tr->has_deferred()) {
+            return UCS_ERR_BUSY;
+        }
+        iface->tr->arm();
+        pollfd p{iface->tr->event_fd(), POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0) {
+            return UCS_ERR_BUSY;
+        }
+        return UCS_OK;
+    })
+}
+
+void ud_iface_close(uct_iface_h tl_iface) noexcept {
+    UdIface* iface = to_ud_iface(tl_iface);
+    try {
+        uct_base_iface_progress_disable(tl_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        ud_ep_destroy_all(iface);
+        if (ucs_log_is_enabled(UCS_LOG_LEVEL_DEBUG)) {
+            ucs_debug("ud_roce: %s %s stats: %s", iface->dev_name.c_str(),
+                      iface->tr->address().to_string().c_str(), iface->tr->stats_text().c_str());
+        }
+        iface->tr.reset();
+    } catch (...) {
+        exception_status("ud_iface_close");
+    }
+    UCS_CLASS_CLEANUP(uct_base_iface_t, &iface->super);
+    delete iface;
+}
+
+uct_iface_ops_t ud_iface_ops = {
+    .ep_put_short = unsupported<ucs_status_t, uct_ep_h, const void*, unsigned, uint64_t, uct_rkey_t>,
+    .ep_put_bcopy = unsupported<ssize_t, uct_ep_h, uct_pack_callback_t, void*, uint64_t, uct_rkey_t>,
+    .ep_put_zcopy = unsupported<ucs_status_t, uct_ep_h, const uct_iov_t*, size_t, uint64_t,
+                                uct_rkey_t, uct_completion_t*>,
+    .ep_get_short = unsupported<ucs_status_t, uct_ep_h, void*, unsigned, uint64_t, uct_rkey_t>,
+    .ep_get_bcopy = unsupported<ucs_status_t, uct_ep_h, uct_unpack_callback_t, void*, size_t,
+                                uint64_t, uct_rkey_t, uct_completion_t*>,
+    .ep_get_zcopy = unsupported<ucs_status_t, uct_ep_h, const uct_iov_t*, size_t, uint64_t,
+                                uct_rkey_t, uct_completion_t*>,
+    .ep_am_short = ud_ep_am_short,
+    .ep_am_short_iov = ud_ep_am_short_iov,
+    .ep_am_bcopy = ud_ep_am_bcopy,
+    .ep_am_zcopy = ud_ep_am_zcopy,
+    .ep_atomic_cswap64 = unsupported<ucs_status_t, uct_ep_h, uint64_t, uint64_t, uint64_t,
+                                     uct_rkey_t, uint64_t*, uct_completion_t*>,
+    .ep_atomic_cswap32 = unsupported<ucs_status_t, uct_ep_h, uint32_t, uint32_t, uint64_t,
+                                     uct_rkey_t, uint32_t*, uct_completion_t*>,
+    .ep_atomic32_post = unsupported<ucs_status_t, uct_ep_h, unsigned, uint32_t, uint64_t, uct_rkey_t>,
+    .ep_atomic64_post = unsupported<ucs_status_t, uct_ep_h, unsigned, uint64_t, uint64_t, uct_rkey_t>,
+    .ep_atomic32_fetch = unsupported<ucs_status_t, uct_ep_h, unsigned, uint32_t, uint32_t*,
+                                     uint64_t, uct_rkey_t, uct_completion_t*>,
+    .ep_atomic64_fetch = unsupported<ucs_status_t, uct_ep_h, unsigned, uint64_t, uint64_t*,
+                                     uint64_t, uct_rkey_t, uct_completion_t*>,
+    .ep_tag_eager_short = unsupported<ucs_status_t, uct_ep_h, uct_tag_t, const void*, size_t>,
+    .ep_tag_eager_bcopy = unsupported<ssize_t, uct_ep_h, uct_tag_t, uint64_t, uct_pack_callback_t,
+                                      void*, unsigned>,
+    .ep_tag_eager_zcopy = unsupported<ucs_status_t, uct_ep_h, uct_tag_t, uint64_t,
+                                      const uct_iov_t*, size_t, unsigned, uct_completion_t*>,
+    .ep_tag_rndv_zcopy = unsupported<ucs_status_ptr_t, uct_ep_h, uct_tag_t, const void*, unsigned,
+                                     const uct_iov_t*, size_t, unsigned, uct_completion_t*>,
+    .ep_tag_rndv_cancel = unsupported<ucs_status_t, uct_ep_h, void*>,
+    .ep_tag_rndv_request = unsupported<ucs_status_t, uct_ep_h, uct_tag_t, const void*, unsigned,
+                                       unsigned>,
+    .iface_tag_recv_zcopy = unsupported<ucs_status_t, uct_iface_h, uct_tag_t, uct_tag_t,
+                                        const uct_iov_t*, size_t, uct_tag_context_t*>,
+    .iface_tag_recv_cancel = unsupported<ucs_status_t, uct_iface_h, uct_tag_context_t*, int>,
+    .ep_pending_add = ud_ep_pending_add,
+    .ep_pending_purge = ud_ep_pending_purge,
+    .ep_flush = ud_ep_flush,
+    // Every peer's AMs are delivered in order, and AMs are all there is: nothing to fence.
+    .ep_fence = [](uct_ep_h, unsigned) noexcept { return UCS_OK; },
+    .ep_check = ud_ep_check,
+    .ep_create = ud_ep_create,
+    .ep_connect = unsupported<ucs_status_t, uct_ep_h, const uct_ep_connect_params_t*>,
+    .ep_disconnect = unsupported<ucs_status_t, uct_ep_h, unsigned>,
+    .cm_ep_conn_notify = unsupported<ucs_status_t, uct_ep_h>,
+    .ep_destroy = ud_ep_destroy,
+    .ep_get_address = unsupported<ucs_status_t, uct_ep_h, uct_ep_addr_t*>,
+    .ep_connect_to_ep = unsupported<ucs_status_t, uct_ep_h, const uct_device_addr_t*,
+                                    const uct_ep_addr_t*>,
+    .iface_accept = unsupported<ucs_status_t, uct_iface_h, uct_conn_request_h>,
+    .iface_reject = unsupported<ucs_status_t, uct_iface_h, uct_conn_request_h>,
+    .iface_flush = ud_iface_flush,
+    .iface_fence = [](uct_iface_h, unsigned) noexcept { return UCS_OK; },
+    .iface_progress_enable = uct_base_iface_progress_enable,
+    .iface_progress_disable = uct_base_iface_progress_disable,
+    .iface_progress = ud_iface_progress,
+    .iface_event_fd_get = ud_iface_event_fd_get,
+    .iface_event_arm = ud_iface_event_arm,
+    .iface_close = ud_iface_close,
+    .iface_query = ud_iface_query,
+    .iface_get_device_address = ud_iface_get_device_address,
+    .iface_get_address = ud_iface_get_address,
+    .iface_is_reachable = ud_iface_is_reachable,
+};
+
+uct_iface_internal_ops_t ud_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh = [](uct_iface_h) noexcept {},
+    .ep_query = [](uct_ep_h, uct_ep_attr_t*) noexcept { return UCS_ERR_UNSUPPORTED; },
+    .ep_invalidate = [](uct_ep_h, unsigned) noexcept { return UCS_ERR_UNSUPPORTED; },
+};
+
+ucs_status_t validate(const UdIfaceConfig& c) {
+    if (c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 && c.mtu != 4096) {
+        ucs_error("ud_roce: UCX_UD_ROCE_MTU=%u is not an IB MTU (256, 512, 1024, 2048, 4096)", c.mtu);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (c.port > 65535) {
+        ucs_error("ud_roce: UCX_UD_ROCE_PORT=%u is not a UDP port", c.port);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (c.seg_size < 256 || c.seg_size > (16ul << 20)) {
+        ucs_error("ud_roce: UCX_UD_ROCE_SEG_SIZE=%zu out of range [256, 16M]", c.seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (c.max_window < 2 || c.tx_queue_len < c.max_window) {
+        ucs_error("ud_roce: UCX_UD_ROCE_MAX_WINDOW=%u must be >= 2 and <= UCX_UD_ROCE_TX_QUEUE_LEN=%u",
+                  c.max_window, c.tx_queue_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (c.seg_size / (c.mtu - ud::header_size) + 1 > c.tx_queue_len) {
+        ucs_error("ud_roce: UCX_UD_ROCE_TX_QUEUE_LEN=%u cannot hold one message of SEG_SIZE=%zu",
+                  c.tx_queue_len, c.seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt}) {
+        if (!(p >= 0 && p <= 1)) {
+            ucs_error("ud_roce: fault probabilities must be in [0, 1] (got %g)", p);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    if (!(c.timeout > 0) || !(c.retransmit_timeout > 0)) {
+        ucs_error("ud_roce: UCX_UD_ROCE_TIMEOUT and RETRANSMIT_TIMEOUT must be positive");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+ud::TransportConfig transport_config(const UdIfaceConfig& c) {
+    ud::TransportConfig t;
+    t.tx.max_window = c.max_window;
+    t.tx.init_window = std::min<uint32_t>(64, c.max_window);
+    t.tx.queue_len = c.tx_queue_len;
+    t.tx.min_rto_ns = uint64_t(c.retransmit_timeout * 1e9);
+    t.tx.peer_timeout_ns = uint64_t(c.timeout * 1e9);
+    t.rx.window = c.tx_queue_len;
+    t.rx.max_msg = c.seg_size;
+    t.ack_delay_ns = uint64_t(c.ack_delay * 1e9);
+    t.progress_thread = c.progress_thread != 0;
+    t.idle_takeover_ns = uint64_t(c.idle_takeover * 1e9);
+    return t;
+}
+
+ucs_status_t ud_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices_p,
+                                 unsigned* num_p) noexcept {
+    ROCE_UCT_TRY("ud_query_tl_devices", return _exc_status, {
+        const Md* md = reinterpret_cast<const Md*>(tl_md);
+        std::vector<std::string> names;
+        if (!md->is_verbs()) {   // the verbs backend's UD QPs: not yet
+            for (const Netdev& d : usable_netdevs(ud_tl_name)) {
+                names.push_back(d.name);
+            }
+        }
+        return tl_device_resources(names, devices_p, num_p);
+    })
+}
+
+ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_params_t* params,
+                           const uct_iface_config_t* tl_config, uct_iface_h* iface_p) noexcept {
+    ROCE_UCT_TRY("ud_iface_open", return _exc_status, {
+        const auto& config = *reinterpret_cast<const UdIfaceConfig*>(tl_config);
+        UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                        "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+        if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+            ucs_error("ud_roce: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        ucs_status_t status = check_am_alignment(params, ud_tl_name);
+        if (status == UCS_OK) status = validate(config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        std::vector<std::pair<std::string, std::string>> settings;
+        for (size_t i = 0; i < n_gid_settings; ++i) {
+            settings.emplace_back(std::string(gid::gid_config_vars[i].name),
+                                  config.gid[i] != nullptr ? config.gid[i] : "");
+        }
+        gid::GidConfig gid_cfg;
+        std::string gid_err;
+        if (gid::parse_gid_config(settings, gid_cfg, gid_err) != Status::ok) {
+            ucs_error("ud_roce: %s", gid_err.c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
+        const char* dev_name = params->mode.device.dev_name;
+        Md* md = reinterpret_cast<Md*>(tl_md);
+        if (md->is_verbs()) {
+            ucs_error("ud_roce: %s: RDMA devices are not supported by ud_roce yet", dev_name);
+            return UCS_ERR_NO_DEVICE;
+        }
+        std::vector<Netdev> netdevs = list_netdevs();
+        auto it = std::find_if(netdevs.begin(), netdevs.end(),
+                               [&](const Netdev& d) { return d.name == dev_name; });
+        if (it == netdevs.end()) {
+            ucs_error("ud_roce: network device '%s' not found or has no usable IP address", dev_name);
+            return UCS_ERR_NO_DEVICE;
+        }
+        set_log_level(core_log_level(config.log_level));
+        Netdev nd = *it;
+        sw::DeviceConfig dc;   // the GID policy fills address and traffic class
+        status = apply_gid_policy(gid_cfg, nd, dc, ud_tl_name);   // logs why not
+        if (status != UCS_OK) {
+            return status;
+        }
+        sw::UdQpConfig qc;
+        qc.ip = dc.ip;
+        qc.port = static_cast<uint16_t>(config.port);
+        qc.mtu = config.mtu;
+        qc.traffic_class = dc.traffic_class;
+        qc.faults.drop = config.fault_drop;
+        qc.faults.duplicate = config.fault_duplicate;
+        qc.faults.reorder = config.fault_reorder;
+        qc.faults.corrupt = config.fault_corrupt;
+        qc.faults.seed = config.fault_seed;
+        std::unique_ptr<ud::DatagramQp> qp;
+        Status s = sw::open_ud_qp(qc, qp);
+        if (s != Status::ok) {
+            ucs_error("ud_roce: cannot open device %s (%s port %u): %s", dev_name, qc.ip.c_str(),
+                      qc.port, std::string(to_string(s)).c_str());
+            return to_ucs(s);
+        }
+
+        auto iface = std::make_unique<UdIface>();
+        status = UCS_CLASS_INIT(uct_base_iface_t, &iface->super, &ud_iface_ops,
+                                &ud_iface_internal_ops, tl_md, worker, params, tl_config
+                                UCS_STATS_ARG((params->field_mask &
+                                               UCT_IFACE_PARAM_FIELD_STATS_ROOT)
+                                                      ? params->stats_root : nullptr)
+                                UCS_STATS_ARG(ud_tl_name));
+        if (status != UCS_OK) {
+            return status;
+        }
+        try {
+            UdIface* self = iface.get();
+            iface->md = md;
+            iface->dev_name = dev_name;
+            iface->dev_addr_len = pack_dev_addr(nd, false, iface->dev_addr);
+            iface->max_msg = config.seg_size;
+            iface->bcopy_buf.reset(new uint8_t[iface->max_msg]);
+            ud::Transport::Callbacks cb;
+            cb.deliver = [self](ud::Transport::PeerId, uint8_t am_id, const uint8_t* data, size_t len) {
+                if (am_id >= UCT_AM_ID_MAX) {
+                    return;
+                }
+                void* p = const_cast<uint8_t*>(data);
+                uct_iface_trace_am(&self->super, UCT_AM_TRACE_TYPE_RECV, am_id, p, len, "RX: AM");
+                // The data lives in the receive (or reassembly) buffer: no DESC flag, the
+                // handler copies what it keeps.
+                uct_iface_invoke_am(&self->super, am_id, p, static_cast<unsigned>(len), 0);
+            };
+            cb.failed = [self](ud::Transport::PeerId peer, Status why) {
+                self->failures.emplace_back(peer, why);
+            };
+            iface->tr = std::make_unique<ud::Transport>(transport_config(config), std::move(qp), cb);
+            ucs_debug("ud_roce: opened iface %p on %s (%s), mtu %u, max message %zu", self, dev_name,
+                      iface->tr->address().to_string().c_str(), config.mtu, iface->max_msg);
+        } catch (...) {
+            iface->tr.reset();
+            UCS_CLASS_CLEANUP(uct_base_iface_t, &iface->super);
+            return exception_status("ud_iface_open");
+        }
+        *iface_p = &iface.release()->super.super;
+        return UCS_OK;
+    })
+}
+
+} // namespace
+
+uct_tl_t ud_tl = {
+    .name = "ud_roce",
+    .query_devices = ud_query_tl_devices,
+    .iface_open = ud_iface_open,
+    .config = {.name = "ud_roce transport",
+               .prefix = ud_tl_config_prefix,
+               .table = ud_iface_config_table,
+               .size = sizeof(UdIfaceConfig),
+               .list = {}},
+    .list = {},
+};
+
+} // namespace roce::uct
