@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rc_roce vs UCX's rc_verbs (with ud_verbs:aux) on the same kernel rxe device, in the same guest
+# rc_roce vs UCX's rc_verbs (with ud_verbs:aux), and ud_roce vs ud_verbs, on the same kernel rxe device, in the same guest
 # run: reads the figures the rxe guest suite recorded and prints a Markdown table of ratios.
 #
 #   bench/rxe_compare.sh [results.txt]     # default: build/rxe-guest/run-suite/results.txt
@@ -36,3 +36,12 @@ row "UCP ucp_put_bw 1 MiB, MB/s"     ucp_rc_roce.put_bw_1MiB   ucp_rc_verbs.put_
 row "MPI 8 B latency, us"            mpi_rc_roce.lat_8B        mpi_rc_verbs.lat_8B
 row "MPI latency <= 64 B (median), us" mpi_rc_roce.lat_small   mpi_rc_verbs.lat_small
 row "MPI bandwidth 1 MiB, MB/s"      mpi_rc_roce.bw_1MiB       mpi_rc_verbs.bw_1MiB
+
+# ud_roce (a verbs UD QP + our reliability) against UCX's ud_verbs, same device and run.
+printf '\n| measurement (rxe0:1, QEMU TCG guest) | ud_roce | ud_verbs | ratio |\n|---|---|---|---|\n'
+row "UCT am_lat, us"                 ud_roce.am_lat            ud_verbs.am_lat
+row "UCT am_bw bcopy 512 B, MB/s"    ud_roce.am_bw_512B        ud_verbs.am_bw_512B
+row "UCP tag_lat, us"                ucp_ud_roce.tag_lat       ucp_ud_verbs.tag_lat
+row "UCP tag_bw 1 MiB, MB/s"         ucp_ud_roce.tag_bw_1MiB   ucp_ud_verbs.tag_bw_1MiB
+row "MPI 8 B latency, us"            mpi_ud_roce.lat_8B        mpi_ud_verbs.lat_8B
+row "MPI bandwidth 256 KiB, MB/s"    mpi_ud_roce.bw_256KiB     mpi_ud_verbs.bw_256KiB

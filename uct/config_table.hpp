@@ -112,8 +112,9 @@
       "Run a background thread that receives, acknowledges and retransmits while the owner "  \
       "does not call progress (received messages wait for the owner), so peers' flushes and " \
       "emulated one-sided operations complete and the process does not look dead.")           \
-    X(idle_takeover, double, "IDLE_TAKEOVER", "200us", TIME,                                   \
-      "How long the owner may stay out of progress before the background thread takes over.")
+    X(idle_takeover, double, "IDLE_TAKEOVER", "2ms", TIME,                                     \
+      "How long the owner may stay out of progress before the background thread takes over "  \
+      "(it keeps ACKs and retransmissions going; shorter values compete with a busy owner).")
 
 // The tables: rc_roce (UCX_RC_ROCE_*) and ud_roce (UCX_UD_ROCE_*); the GID settings follow both.
 #define ROCE_IFACE_CONFIG(X) ROCE_DEVICE_CONFIG(X) ROCE_RC_CONFIG(X)

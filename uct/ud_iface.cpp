@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gid/traffic_class.hpp"
 #include "netdev.hpp"
 #include "sw/ud_qp.hpp"
+#include "verbs/ports.hpp"
+#include "verbs/ud_datagram.hpp"
 
 namespace roce::uct {
 namespace {
@@ -273,12 +276,80 @@ ud::TransportConfig transport_config(const UdIfaceConfig& c) {
     return t;
 }
 
+// The userspace device's UD QP on netdev `dev_name`, at the address the GID policy picks.
+ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_cfg,
+                        const char* dev_name, std::unique_ptr<ud::DatagramQp>& qp, Netdev& nd) {
+    std::vector<Netdev> netdevs = list_netdevs();
+    auto it = std::find_if(netdevs.begin(), netdevs.end(),
+                           [&](const Netdev& d) { return d.name == dev_name; });
+    if (it == netdevs.end()) {
+        ucs_error("ud_roce: network device '%s' not found or has no usable IP address", dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+    nd = *it;
+    sw::DeviceConfig dc;   // the GID policy fills address and traffic class
+    ucs_status_t status = apply_gid_policy(gid_cfg, nd, dc, ud_tl_name);
+    if (status != UCS_OK) {
+        return status;
+    }
+    sw::UdQpConfig qc;
+    qc.ip = dc.ip;
+    qc.port = static_cast<uint16_t>(config.port);
+    qc.mtu = config.mtu;
+    qc.traffic_class = dc.traffic_class;
+    qc.faults.drop = config.fault_drop;
+    qc.faults.duplicate = config.fault_duplicate;
+    qc.faults.reorder = config.fault_reorder;
+    qc.faults.corrupt = config.fault_corrupt;
+    qc.faults.seed = config.fault_seed;
+    const Status s = sw::open_ud_qp(qc, qp);
+    if (s != Status::ok) {
+        ucs_error("ud_roce: cannot open device %s (%s port %u): %s", dev_name, qc.ip.c_str(),
+                  qc.port, std::string(to_string(s)).c_str());
+        return to_ucs(s);
+    }
+    return UCS_OK;
+}
+
+// A verbs UD QP on an RDMA device's RoCE port ("rxe0:1"); its GID is the address.
+ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_cfg, Md& md,
+                           const char* tl_dev, std::unique_ptr<ud::DatagramQp>& qp, Netdev& nd) {
+    verbs::RocePort port;
+    if (!verbs::parse_port_name(tl_dev, port) || port.dev_name != md.rdma_dev) {
+        ucs_error("ud_roce: '%s' is not a port of RDMA device %s (expected %s:<port>)", tl_dev,
+                  md.rdma_dev.c_str(), md.rdma_dev.c_str());
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (config.fault_drop > 0 || config.fault_duplicate > 0 || config.fault_reorder > 0 ||
+        config.fault_corrupt > 0) {
+        ucs_warn("ud_roce: %s: fault injection applies to the userspace device only", tl_dev);
+    }
+    verbs::UdConfig uc;
+    uc.dev_name = port.dev_name;
+    uc.port = port.port;
+    uc.gid_index = gid_cfg.gid_index ? int(*gid_cfg.gid_index) : -1;
+    uc.traffic_class = gid::resolve_traffic_class(gid_cfg, std::nullopt).tos;
+    const Status s = verbs::open_ud_datagram(uc, md.verbs_pd, qp);
+    if (s != Status::ok) {
+        // The backend logged the cause (device, port, GID); this says which iface it was for.
+        ucs_error("ud_roce: cannot open %s: %s", tl_dev, std::string(to_string(s)).c_str());
+        return to_ucs(s);
+    }
+    const WireAddr a = qp->address().net;
+    nd.name = tl_dev;
+    nd.family = a.family;
+    std::memcpy(nd.ip, a.ip, sizeof(nd.ip));
+    return UCS_OK;
+}
+
 ucs_status_t ud_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices_p,
                                  unsigned* num_p) noexcept {
     ROCE_UCT_TRY("ud_query_tl_devices", return _exc_status, {
         const Md* md = reinterpret_cast<const Md*>(tl_md);
         std::vector<std::string> names;
-        if (!md->is_verbs()) {   // the verbs backend's UD QPs: not yet
+        if (md->is_verbs()) {
+            names = verbs_tl_devices(*md);
+        } else {
             for (const Netdev& d : usable_netdevs(ud_tl_name)) {
                 names.push_back(d.name);
             }
@@ -315,42 +386,14 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
         }
         const char* dev_name = params->mode.device.dev_name;
         Md* md = reinterpret_cast<Md*>(tl_md);
-        if (md->is_verbs()) {
-            ucs_error("ud_roce: %s: RDMA devices are not supported by ud_roce yet", dev_name);
-            return UCS_ERR_NO_DEVICE;
-        }
-        std::vector<Netdev> netdevs = list_netdevs();
-        auto it = std::find_if(netdevs.begin(), netdevs.end(),
-                               [&](const Netdev& d) { return d.name == dev_name; });
-        if (it == netdevs.end()) {
-            ucs_error("ud_roce: network device '%s' not found or has no usable IP address", dev_name);
-            return UCS_ERR_NO_DEVICE;
-        }
         set_log_level(core_log_level(config.log_level));
-        Netdev nd = *it;
-        sw::DeviceConfig dc;   // the GID policy fills address and traffic class
-        status = apply_gid_policy(gid_cfg, nd, dc, ud_tl_name);   // logs why not
+        std::unique_ptr<ud::DatagramQp> qp;
+        Netdev nd;   // the address the device address advertises
+        status = md->is_verbs() ? open_verbs_qp(config, gid_cfg, *md, dev_name, qp, nd)
+                                : open_sw_qp(config, gid_cfg, dev_name, qp, nd);   // log why not
         if (status != UCS_OK) {
             return status;
         }
-        sw::UdQpConfig qc;
-        qc.ip = dc.ip;
-        qc.port = static_cast<uint16_t>(config.port);
-        qc.mtu = config.mtu;
-        qc.traffic_class = dc.traffic_class;
-        qc.faults.drop = config.fault_drop;
-        qc.faults.duplicate = config.fault_duplicate;
-        qc.faults.reorder = config.fault_reorder;
-        qc.faults.corrupt = config.fault_corrupt;
-        qc.faults.seed = config.fault_seed;
-        std::unique_ptr<ud::DatagramQp> qp;
-        Status s = sw::open_ud_qp(qc, qp);
-        if (s != Status::ok) {
-            ucs_error("ud_roce: cannot open device %s (%s port %u): %s", dev_name, qc.ip.c_str(),
-                      qc.port, std::string(to_string(s)).c_str());
-            return to_ucs(s);
-        }
-
         auto iface = std::make_unique<UdIface>();
         status = UCS_CLASS_INIT(uct_base_iface_t, &iface->super, &ud_iface_ops,
                                 &ud_iface_internal_ops, tl_md, worker, params, tl_config
@@ -365,7 +408,7 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
             UdIface* self = iface.get();
             iface->md = md;
             iface->dev_name = dev_name;
-            iface->dev_addr_len = pack_dev_addr(nd, false, iface->dev_addr);
+            iface->dev_addr_len = pack_dev_addr(nd, md->is_verbs(), iface->dev_addr);
             iface->max_msg = config.seg_size;
             iface->bcopy_buf.reset(new uint8_t[iface->max_msg]);
             ud::Transport::Callbacks cb;

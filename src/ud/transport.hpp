@@ -38,7 +38,7 @@ struct TransportConfig {
     uint64_t ack_delay_ns = 50'000;   // longest an ACK waits for data to ride on
     uint32_t sender_id = 0;           // 0: random
     bool progress_thread = false;
-    uint64_t idle_takeover_ns = 200'000;
+    uint64_t idle_takeover_ns = 2'000'000;
 };
 
 struct TransportStats {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 
 #include "common/log.hpp"
 #include "verbs/pd_impl.hpp"
@@ -30,6 +31,11 @@ public:
     Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
                      const uint32_t* imm) override;
     unsigned progress() override;
+    int event_fd() const override { return channel_->fd; }
+    void arm() override {
+        std::lock_guard lk(mu_);
+        armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
+    }
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) override;
 
@@ -43,6 +49,8 @@ private:
     GidChoice gid_;
     uint32_t mtu_ = 0;
     std::recursive_mutex mu_;
+    CompChannelPtr channel_;
+    bool armed_ = false;   // an event may be pending on channel_ (progress drains it)
     CqPtr cq_;
     QpPtr qp_;
     std::unique_ptr<uint8_t[]> recv_buf_, send_buf_;
@@ -71,7 +79,13 @@ Status UdQpImpl::init() {
     mtu_ = 128u << pa.active_mtu;
     if (Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_); s != Status::ok)
         return s;
-    cq_.reset(ibv_create_cq(ctx, int(cfg_.sq_depth + cfg_.recv_buffers + 16), nullptr, nullptr, 0));
+    channel_.reset(ibv_create_comp_channel(ctx));
+    if (!channel_) {
+        ROCE_ERROR("verbs: UD: %s: ibv_create_comp_channel failed: %s", name, std::strerror(errno));
+        return Status::io_error;
+    }
+    fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
+    cq_.reset(ibv_create_cq(ctx, int(cfg_.sq_depth + cfg_.recv_buffers + 16), nullptr, channel_.get(), 0));
     if (!cq_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_cq failed: %s", name, std::strerror(errno));
         return Status::io_error;
@@ -206,6 +220,14 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
 unsigned UdQpImpl::progress() {
     std::lock_guard lk(mu_);
     const uint64_t before = events_;
+    if (armed_) {   // (a read() on the channel: only when an arm may have produced an event)
+        ibv_cq* ev_cq;
+        void* ev_ctx;
+        while (ibv_get_cq_event(channel_.get(), &ev_cq, &ev_ctx) == 0) {
+            ibv_ack_cq_events(ev_cq, 1);
+            armed_ = false;
+        }
+    }
     ibv_wc wc[32];
     int n;
     do {

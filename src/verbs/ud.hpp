@@ -62,6 +62,9 @@ public:
     virtual Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
                              const uint32_t* imm = nullptr) = 0;
     virtual unsigned progress() = 0;
+    // Readable once a completion arrives after arm() (a completion channel; progress() drains it).
+    virtual int event_fd() const = 0;
+    virtual void arm() = 0;
     virtual size_t poll_completions(Completion* out, size_t max) = 0;   // op = send
     virtual size_t poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) = 0;
 };

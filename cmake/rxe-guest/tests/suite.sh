@@ -2,7 +2,7 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [interop] [gid]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
@@ -16,6 +16,9 @@
 #          backend's own tests (roce_verbs_tests), ucx_info -d, ucx_perftest UCT am_lat/put_bw/get_bw/
 #          add_lat, UCP tag_lat/tag_bw/ucp_put_bw with UCX_TLS=rc_roce,self (no auxiliary transport),
 #          and mpi_pingpong under mpirun with UCX_TLS=rc_roce,self
+#   ud     our ud_roce on the verbs backend (a UD QP on rxe0:1 + our reliability), beside the ud_verbs
+#          figures above: ucx_info -d, ucx_perftest UCT am_lat/am_bw, UCP tag_lat/tag_bw with
+#          UCX_TLS=ud_roce,self, mpi_pingpong under mpirun with UCX_TLS=ud_roce,self
 #   interop our userspace RoCEv2 device (src/sw) against a kernel rxe QP (rxe1 on a veth pair, the
 #          userspace end in network namespace ns1): SEND/WRITE/READ/atomics both ways, every byte and
 #          the ICRC checked both ways, wrong rkeys (interop.sh, roce_interop_rxe; ~5 s)
@@ -35,12 +38,13 @@ source "$here/interop.sh"   # interop_group
 source "$here/gid.sh"       # gid_group
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce interop gid)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
 COUNTERS_DEV=$DEV
 BUILD=${ROCE_BUILD_DIR:-/work/main/build}
+PLUGIN=$BUILD/uct/libuct_roce.so.0
 export UCX_UD_VERBS_ETH_DGID_CHECK=n     # else every ud_verbs connection times out on rxe
 export UCX_NET_DEVICES=$DEV:1
 say "groups: ${groups[*]}; build dir $BUILD; step timeout ${STEP_TIMEOUT}s"
@@ -160,7 +164,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 MPI_EXTRA=()   # more mpirun arguments of the next mpi_step (e.g. -x LD_PRELOAD=...)
-if want mpi || want roce; then
+if want mpi || want roce || want ud; then
   MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2
           --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca pml_base_verbose 10
           -x UCX_NET_DEVICES -x UCX_TLS -x UCX_UD_VERBS_ETH_DGID_CHECK)
@@ -220,7 +224,6 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 if want roce; then
-  PLUGIN=$BUILD/uct/libuct_roce.so.0
   VERBS_TESTS=$BUILD/src/verbs/roce_verbs_tests
   if [ -x "$VERBS_TESTS" ]; then
     # Functional tests of the backend (two verbs::Devices on rxe0 in one process); the figures
@@ -268,6 +271,31 @@ if want roce; then
     # mpirun itself needs no plugin: only the ranks get it.
     MPI_EXTRA=(-x "LD_PRELOAD=$PLUGIN")
     mpi_step rc_roce rc_roce,self 1048576
+    MPI_EXTRA=()
+    unset UCX_TLS
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want ud; then
+  if [ ! -f "$PLUGIN" ]; then
+    fail_step ud "$PLUGIN not built"
+  else
+    export LD_PRELOAD=$PLUGIN
+    step ud.ucx_info ucx_info -d -t ud_roce
+    if [ -s "$LOG" ]; then
+      grep -q "Device: $DEV:1" "$LOG" || fail_step ud.ucx_info "ud_roce not listed on $DEV:1"
+    fi
+    perftest uct.ud_roce.am_lat -t am_lat -x ud_roce -d "$DEV:1" -n 5000 -w 500 \
+      && perf_lat ud_roce.am_lat uct.ud_roce.am_lat
+    perftest uct.ud_roce.am_bw -t am_bw -x ud_roce -d "$DEV:1" -D bcopy -s 512 -n 5000 -w 500 \
+      && perf_bw ud_roce.am_bw_512B uct.ud_roce.am_bw
+    export UCX_TLS=ud_roce,self
+    perftest ucp.ud_roce.tag_lat -t tag_lat -n 5000 -w 500 && perf_lat ucp_ud_roce.tag_lat ucp.ud_roce.tag_lat
+    perftest ucp.ud_roce.tag_bw -t tag_bw -s 1048576 -n 10 -w 2 && perf_bw ucp_ud_roce.tag_bw_1MiB ucp.ud_roce.tag_bw
+    unset LD_PRELOAD
+    MPI_EXTRA=(-x "LD_PRELOAD=$PLUGIN")
+    mpi_step ud_roce ud_roce,self 262144
     MPI_EXTRA=()
     unset UCX_TLS
   fi
