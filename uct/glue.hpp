@@ -12,6 +12,7 @@ extern "C" {
 #include <uct/base/uct_md.h>
 #include <uct/base/uct_worker.h>
 #include <uct/base/uct_iov.inl>
+#include <ucs/async/async.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/string.h>

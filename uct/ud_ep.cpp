@@ -25,8 +25,8 @@ void set_waiting(UdEp* ep) {
 }
 
 ucs_status_t send(UdEp* ep, uint8_t am_id, const iovec* iov, size_t iovcnt) {
-    if (ucs_unlikely(ep->error != UCS_OK)) {
-        return ep->error;
+    if (ucs_unlikely(ep->error != UCS_OK || !ep->connected)) {
+        return ep->connected ? ep->error : UCS_ERR_NOT_CONNECTED;
     }
     // Nothing overtakes a queued request: UCP sends a message's fragments in order and queues
     // the rest once one is refused.
@@ -65,21 +65,60 @@ bool ep_listed(UdIface* iface, ud::Transport::PeerId peer, const UdEp* ep) {
 
 } // namespace
 
+namespace {
+
+// The peer a device address + interface (or endpoint) address names; false if malformed/foreign.
+bool peer_address(UdIface* iface, const uct_device_addr_t* dev_addr, const void* addr_bytes,
+                  ud::UdAddr& addr) {
+    const DevAddrView dev = unpack_dev_addr(dev_addr);
+    UdIfaceAddr ia;
+    std::memcpy(&ia, addr_bytes, sizeof(ia));
+    addr.net.family = static_cast<uint8_t>(dev.family);
+    std::memcpy(addr.net.ip, dev.ip, sizeof(addr.net.ip));
+    addr.net.port = ntohs(ia.port_be);
+    addr.qpn = uint32_t(ia.qpn[0]) << 16 | uint32_t(ia.qpn[1]) << 8 | ia.qpn[2];
+    if (addr.net.port == 0 || addr.qpn < 2 || addr.net.family != iface->tr->address().net.family) {
+        ucs_error("ud_roce: cannot connect to %s: malformed or foreign address",
+                  addr.to_string().c_str());
+        return false;
+    }
+    return true;
+}
+
+void attach(UdEp* ep, const ud::UdAddr& addr) {
+    UdIface* iface = ep->iface;
+    ep->peer = iface->tr->peer(addr);
+    ep->connected = true;
+    if (iface->ep_by_peer.size() <= ep->peer) {
+        iface->ep_by_peer.resize(size_t(ep->peer) + 1, nullptr);
+    }
+    ep->next_of_peer = iface->ep_by_peer[ep->peer];
+    iface->ep_by_peer[ep->peer] = ep;
+    const Status peer_status = iface->tr->peer_status(ep->peer);
+    if (peer_status != Status::ok) {
+        // A peer that failed before: the new endpoint is failed too, and says so.
+        iface->failures.emplace_back(ep->peer, peer_status);
+    }
+    ucs_debug("ud_roce: ep %p to %s (peer %u)", ep, addr.to_string().c_str(), ep->peer);
+}
+
+} // namespace
+
+// CONNECT_TO_IFACE (device + interface address), or CONNECT_TO_EP: an endpoint of the interface
+// alone, connected later by ud_ep_connect_to_ep. An endpoint address is the interface address:
+// every endpoint of a peer shares its sequence numbers.
 ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcept {
     ROCE_UCT_TRY("ud_ep_create", return _exc_status, {
-        UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+        const uint64_t both = UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        const bool to_iface = ucs_test_all_flags(params->field_mask, both);
+        UCT_CHECK_PARAM(to_iface || !(params->field_mask & both),
+                        "give both UCT_EP_PARAM_FIELD_DEV_ADDR and _IFACE_ADDR, or neither");
+        UCT_CHECK_PARAM(params->field_mask & UCT_EP_PARAM_FIELD_IFACE,
+                        "UCT_EP_PARAM_FIELD_IFACE is not defined");
         UdIface* iface = to_ud_iface(params->iface);
-        const DevAddrView dev = unpack_dev_addr(params->dev_addr);
-        UdIfaceAddr ia;
-        std::memcpy(&ia, params->iface_addr, sizeof(ia));
+        AsyncGuard guard(iface);
         ud::UdAddr addr;
-        addr.net.family = static_cast<uint8_t>(dev.family);
-        std::memcpy(addr.net.ip, dev.ip, sizeof(addr.net.ip));
-        addr.net.port = ntohs(ia.port_be);
-        addr.qpn = uint32_t(ia.qpn[0]) << 16 | uint32_t(ia.qpn[1]) << 8 | ia.qpn[2];
-        if (addr.net.port == 0 || addr.qpn < 2 || addr.net.family != iface->tr->address().net.family) {
-            ucs_error("ud_roce: cannot create an endpoint to %s: malformed or foreign address",
-                      addr.to_string().c_str());
+        if (to_iface && !peer_address(iface, params->dev_addr, params->iface_addr, addr)) {
             return UCS_ERR_INVALID_ADDR;
         }
         auto ep = std::make_unique<UdEp>();
@@ -88,19 +127,38 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
             return status;
         }
         ep->iface = iface;
-        ep->peer = iface->tr->peer(addr);
-        if (iface->ep_by_peer.size() <= ep->peer) {
-            iface->ep_by_peer.resize(size_t(ep->peer) + 1, nullptr);
+        if (to_iface) {
+            attach(ep.get(), addr);
         }
-        ep->next_of_peer = iface->ep_by_peer[ep->peer];
-        iface->ep_by_peer[ep->peer] = ep.get();
-        const Status peer_status = iface->tr->peer_status(ep->peer);
-        if (peer_status != Status::ok) {
-            // A peer that failed before: the new endpoint is failed too, and says so.
-            iface->failures.emplace_back(ep->peer, peer_status);
-        }
-        ucs_debug("ud_roce: ep %p to %s (peer %u)", ep.get(), addr.to_string().c_str(), ep->peer);
         *ep_p = &ep.release()->super.super;
+        return UCS_OK;
+    })
+}
+
+ucs_status_t ud_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t* addr) noexcept {
+    UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
+    const ud::UdAddr a = ep->iface->tr->address();
+    UdIfaceAddr ia{htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)}};
+    std::memcpy(addr, &ia, sizeof(ia));
+    return UCS_OK;
+}
+
+ucs_status_t ud_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t* dev_addr,
+                                 const uct_ep_addr_t* ep_addr) noexcept {
+    UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
+    ROCE_UCT_TRY("ud_ep_connect_to_ep", return _exc_status, {
+        if (ep->connected) {
+            ucs_error("ud_roce: ep %p is connected already", ep);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        ud::UdAddr addr;
+        if (dev_addr == nullptr || ep_addr == nullptr ||
+            !peer_address(ep->iface, dev_addr, ep_addr, addr)) {
+            return UCS_ERR_INVALID_ADDR;
+        }
+        attach(ep, addr);
         return UCS_OK;
     })
 }
@@ -108,10 +166,12 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
 void ud_ep_destroy(uct_ep_h tl_ep) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
     UdIface* iface = ep->iface;
+    AsyncGuard guard(iface);
     try {
         // The transport keeps the peer (its sequence numbers must survive a new endpoint) and
         // finishes delivering what was sent.
-        for (UdEp** link = &iface->ep_by_peer[ep->peer]; *link != nullptr; link = &(*link)->next_of_peer) {
+        for (UdEp** link = ep->connected ? &iface->ep_by_peer[ep->peer] : nullptr;
+             link != nullptr && *link != nullptr; link = &(*link)->next_of_peer) {
             if (*link == ep) {
                 *link = ep->next_of_peer;
                 break;
@@ -142,6 +202,7 @@ void ud_ep_destroy_all(UdIface* iface) {
 ucs_status_t ud_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void* payload,
                             unsigned length) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_am_short", return _exc_status, {
         iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(payload), length}};
         const ucs_status_t s = send(ep, id, iov, 2);
@@ -157,6 +218,7 @@ ucs_status_t ud_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const v
 ucs_status_t ud_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t* iov,
                                 size_t iovcnt) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_am_short_iov", return _exc_status, {
         iovec v[max_send_iov];
         const size_t n = to_iovec(iov, iovcnt, v, 0);
@@ -171,10 +233,11 @@ ucs_status_t ud_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t* iov
 ssize_t ud_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb, void* arg,
                        unsigned flags) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_am_bcopy", return _exc_status, {
         UdIface* iface = ep->iface;
-        if (ep->error != UCS_OK) {
-            return ep->error;
+        if (ep->error != UCS_OK || !ep->connected) {
+            return ep->connected ? ep->error : UCS_ERR_NOT_CONNECTED;
         }
         // Check for room first: pack_cb consumes the caller's data (it must not run twice).
         if ((ep->pending_head != nullptr && !ep->dispatching) ||
@@ -200,6 +263,7 @@ ucs_status_t ud_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void* header, unsi
                             const uct_iov_t* iov, size_t iovcnt, unsigned flags,
                             uct_completion_t* comp) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_am_zcopy", return _exc_status, {
         iovec v[max_send_iov];
         v[0] = {const_cast<void*>(header), header_length};
@@ -214,7 +278,11 @@ ucs_status_t ud_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void* header, unsi
 
 ucs_status_t ud_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t* req, unsigned) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_pending_add", return _exc_status, {
+        if (!ep->connected) {
+            return UCS_ERR_NOT_CONNECTED;
+        }
         if (ep->pending_head == nullptr && ep->error == UCS_OK &&
             ep->iface->tr->can_send(ep->peer, ep->iface->max_msg)) {
             return UCS_ERR_BUSY;   // resources are there: the caller retries the operation
@@ -234,6 +302,7 @@ ucs_status_t ud_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t* req, unsigned)
 
 void ud_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void* arg) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     uct_pending_req_t* r = ep->pending_head;
     ep->pending_head = ep->pending_tail = nullptr;
     while (r != nullptr) {
@@ -247,9 +316,13 @@ void ud_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void* 
 
 ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_flush", return _exc_status, {
         if (ep->error != UCS_OK) {
             return ep->error;
+        }
+        if (!ep->connected) {
+            return UCS_OK;   // nothing was sent
         }
         if (flags & UCT_FLUSH_FLAG_CANCEL) {
             // Nothing to cancel locally that the peer could still be waiting for: what was
@@ -274,9 +347,10 @@ ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp)
 
 ucs_status_t ud_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
+    AsyncGuard guard(ep->iface);
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
     ROCE_UCT_TRY("ud_ep_check", return _exc_status, {
-        if (ep->error == UCS_OK) {
+        if (ep->error == UCS_OK && ep->connected) {
             // A sequenced probe: acknowledged by a live peer, else the peer times out and
             // progress reports the failure.
             ep->iface->tr->probe(ep->peer);

@@ -3,8 +3,9 @@
 // can address thousands of peers; the per-peer state (sequence numbers, retransmission queue,
 // window) lives in the transport and is created on first traffic.
 //
-// Interface address: UDP port (network order) + QPN (24 bit, big endian), 5 bytes. The device
-// address is rc_roce's (netdev.hpp), so reachability is decided the same way.
+// Interface address: UDP port (network order) + QPN (24 bit, big endian), 5 bytes; an endpoint
+// address (CONNECT_TO_EP) is the same. The device address is rc_roce's (netdev.hpp), so
+// reachability is decided the same way.
 #pragma once
 
 #include "glue.hpp"
@@ -36,6 +37,7 @@ struct UdIface {
     std::vector<uct_completion_t*> flush_waiters;
     std::vector<std::pair<ud::Transport::PeerId, Status>> failures;   // reported after progress
     bool in_progress = false;
+    bool async_callbacks = false;             // UCT_CB_FLAG_ASYNC handlers run in the thread
 };
 static_assert(std::is_standard_layout_v<UdIface>);
 
@@ -44,6 +46,7 @@ struct UdEp {
     UdIface* iface = nullptr;
     ud::Transport::PeerId peer = 0;
     UdEp* next_of_peer = nullptr;             // the peer's other endpoints
+    bool connected = false;                   // has a peer (CONNECT_TO_EP: after connect_to_ep)
     ucs_status_t error = UCS_OK;
     bool error_reported = false;
     bool waiting = false;                     // in iface->waiting
@@ -56,11 +59,33 @@ struct UdEp {
 static_assert(std::is_standard_layout_v<UdEp>);
 
 inline UdIface* to_ud_iface(uct_iface_h h) { return reinterpret_cast<UdIface*>(h); }
+
+// Serializes the glue with handlers the background thread runs (UCT_CB_FLAG_ASYNC), as UCX's own
+// ud transport does: every entry point holds the worker's async lock (recursive), and the thread
+// takes it around a handler. Order: this lock, then the transport's.
+class AsyncGuard {
+public:
+    explicit AsyncGuard(const UdIface* iface)
+        : async_(iface->async_callbacks ? iface->super.worker->async : nullptr) {
+        if (async_ != nullptr) UCS_ASYNC_BLOCK(async_);
+    }
+    ~AsyncGuard() {
+        if (async_ != nullptr) UCS_ASYNC_UNBLOCK(async_);
+    }
+    AsyncGuard(const AsyncGuard&) = delete;
+    AsyncGuard& operator=(const AsyncGuard&) = delete;
+
+private:
+    ucs_async_context_t* async_;
+};
 inline UdEp* to_ud_ep(uct_ep_h h) { return reinterpret_cast<UdEp*>(h); }
 
 // ud_ep.cpp
 ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcept;
 void ud_ep_destroy(uct_ep_h tl_ep) noexcept;
+ucs_status_t ud_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t* addr) noexcept;
+ucs_status_t ud_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t* dev_addr,
+                                 const uct_ep_addr_t* ep_addr) noexcept;
 ucs_status_t ud_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*, unsigned) noexcept;
 ucs_status_t ud_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*, size_t) noexcept;
 ssize_t ud_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*, unsigned) noexcept;

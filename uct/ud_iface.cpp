@@ -42,12 +42,18 @@ ucs_status_t ud_iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexce
     uct_base_iface_query(&iface->super, attr);
     attr->device_addr_len = iface->dev_addr_len;
     attr->iface_addr_len = sizeof(UdIfaceAddr);
-    attr->ep_addr_len = 0;
+    attr->ep_addr_len = sizeof(UdIfaceAddr);
     attr->max_conn_priv = 0;
-    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+    attr->cap.flags = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_CONNECT_TO_EP |
+                      UCT_IFACE_FLAG_AM_SHORT |
                       UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
                       UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_EP_CHECK |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    if (iface->async_callbacks) {
+        // The background thread runs handlers registered with UCT_CB_FLAG_ASYNC (UCP wants this
+        // of an auxiliary transport: its wireup messages are handled while the peer computes).
+        attr->cap.flags |= UCT_IFACE_FLAG_CB_ASYNC;
+    }
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
                             UCT_IFACE_FLAG_EVENT_FD;
     const size_t pkt = iface->tr->packet_payload();
@@ -72,6 +78,7 @@ ucs_status_t ud_iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexce
 
 unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
+    AsyncGuard guard(iface);
     if (iface->in_progress) {
         return 0;   // an AM handler called progress: the outer call finishes the work
     }
@@ -90,6 +97,7 @@ unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
 
 ucs_status_t ud_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t* comp) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
+    AsyncGuard guard(iface);
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         return UCS_ERR_UNSUPPORTED;
     }
@@ -120,6 +128,7 @@ ucs_status_t ud_iface_event_fd_get(uct_iface_h tl_iface, int* fd_p) noexcept {
 // progress runs those timers faster than the background thread's tick.
 ucs_status_t ud_iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
+    AsyncGuard guard(iface);
     ROCE_UCT_TRY("ud_iface_event_arm", return _exc_status, {
         if (!iface->failures.empty() || !iface->waiting.empty() || !iface->flush_waiters.empty() ||
             iface->tr->busy() || iface->tr->has_deferred()) {
@@ -199,9 +208,8 @@ uct_iface_ops_t ud_iface_ops = {
     .ep_disconnect = unsupported<ucs_status_t, uct_ep_h, unsigned>,
     .cm_ep_conn_notify = unsupported<ucs_status_t, uct_ep_h>,
     .ep_destroy = ud_ep_destroy,
-    .ep_get_address = unsupported<ucs_status_t, uct_ep_h, uct_ep_addr_t*>,
-    .ep_connect_to_ep = unsupported<ucs_status_t, uct_ep_h, const uct_device_addr_t*,
-                                    const uct_ep_addr_t*>,
+    .ep_get_address = ud_ep_get_address,
+    .ep_connect_to_ep = ud_ep_connect_to_ep,
     .iface_accept = unsupported<ucs_status_t, uct_iface_h, uct_conn_request_h>,
     .iface_reject = unsupported<ucs_status_t, uct_iface_h, uct_conn_request_h>,
     .iface_flush = ud_iface_flush,
@@ -410,6 +418,7 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
             iface->dev_name = dev_name;
             iface->dev_addr_len = pack_dev_addr(nd, md->is_verbs(), iface->dev_addr);
             iface->max_msg = config.seg_size;
+            iface->async_callbacks = config.progress_thread != 0;
             iface->bcopy_buf.reset(new uint8_t[iface->max_msg]);
             ud::Transport::Callbacks cb;
             cb.deliver = [self](ud::Transport::PeerId, uint8_t am_id, const uint8_t* data, size_t len) {
@@ -425,6 +434,25 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
             cb.failed = [self](ud::Transport::PeerId peer, Status why) {
                 self->failures.emplace_back(peer, why);
             };
+            if (iface->async_callbacks) {
+                cb.async_ok = [self](uint8_t am_id) {
+                    return am_id < UCT_AM_ID_MAX && (self->super.am[am_id].flags & UCT_CB_FLAG_ASYNC);
+                };
+                // A try-lock: the owner may hold the async lock while it waits for the thread
+                // (iface close joins it under UCP's cleanup lock), so the thread must not block.
+                // The mutex mode (valgrind) has no try: its async AMs wait for the owner.
+                cb.outer_lock = [self](bool acquire) {
+                    ucs_async_context_t* async = self->super.worker->async;
+                    if (async->mode != UCS_ASYNC_MODE_THREAD_SPINLOCK) {
+                        return false;
+                    }
+                    if (acquire) {
+                        return ucs_recursive_spin_trylock(&async->thread.spinlock) != 0;
+                    }
+                    ucs_recursive_spin_unlock(&async->thread.spinlock);
+                    return true;
+                };
+            }
             iface->tr = std::make_unique<ud::Transport>(transport_config(config), std::move(qp), cb);
             ucs_debug("ud_roce: opened iface %p on %s (%s), mtu %u, max message %zu", self, dev_name,
                       iface->tr->address().to_string().c_str(), config.mtu, iface->max_msg);

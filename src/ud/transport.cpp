@@ -390,20 +390,45 @@ void Transport::thread_main() {
         // Timers (ACK delay, retransmission) need a tick while something is outstanding.
         sleep_ns(busy ? 1'000'000 : 20'000'000, true);
         if (stop_.load()) break;
-        std::unique_lock lk(mu_, std::try_to_lock);
-        if (!lk.owns_lock() ||
-            elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed)) < idle_ns) {
-            continue;   // the owner is back
+        const bool outer = cb_.async_ok && cb_.outer_lock;
+        // Only a try: the owner may hold that lock while it joins this thread.
+        if (outer && !cb_.outer_lock(true)) {
+            sleep_ns(1'000'000, false);
+            continue;
         }
-        const size_t had = deferred_.size() + failures_.size();
-        passive_ = true;
-        receive(now_ns());
-        passive_ = false;
-        if (deferred_.size() + failures_.size() != had && !notified_) {
-            notified_ = true;
-            uint64_t one = 1;
-            (void)!::write(notify_fd_, &one, sizeof(one));
+        takeover();
+        if (outer) cb_.outer_lock(false);
+    }
+}
+
+// One round in the owner's stead (the caller holds outer_lock, if any).
+void Transport::takeover() {
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock() ||
+        elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed)) < cfg_.idle_takeover_ns) {
+        return;   // the owner is back
+    }
+    const size_t had = deferred_.size() + failures_.size();
+    passive_ = true;
+    receive(now_ns());
+    passive_ = false;
+    // What may run here goes now, in order: the AMs received before any that wait for the owner.
+    if (cb_.async_ok && had == 0) {
+        size_t n = 0;
+        while (n < deferred_.size() && cb_.async_ok(deferred_[n].am_id)) ++n;
+        std::vector<Deferred> now_async(std::make_move_iterator(deferred_.begin()),
+                                        std::make_move_iterator(deferred_.begin() + ptrdiff_t(n)));
+        deferred_.erase(deferred_.begin(), deferred_.begin() + ptrdiff_t(n));
+        for (Deferred& m : now_async) {
+            if (peers_[m.peer]->status == Status::ok) {
+                cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
+            }
         }
+    }
+    if (deferred_.size() + failures_.size() != had && !notified_) {
+        notified_ = true;
+        uint64_t one = 1;
+        (void)!::write(notify_fd_, &one, sizeof(one));
     }
 }
 

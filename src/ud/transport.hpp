@@ -13,7 +13,9 @@
 // `progress_thread`, a background thread takes over when the owner has not called progress()
 // for `idle_takeover_ns`: it receives (keeping AMs for the owner's next progress, which the
 // event fd then announces), acknowledges and retransmits — so a process that computes, or
-// blocks outside UCX, neither stalls its peers' flushes nor looks dead to them.
+// blocks outside UCX, neither stalls its peers' flushes nor looks dead to them. AMs whose id
+// `async_ok` accepts are delivered by the thread itself, in order (only while no AM waits for
+// the owner) and under `outer_lock`.
 #pragma once
 
 #include <atomic>
@@ -55,6 +57,14 @@ public:
     struct Callbacks {
         std::function<void(PeerId, uint8_t am_id, const uint8_t* data, size_t len)> deliver;
         std::function<void(PeerId, Status)> failed;
+        // AM ids whose handler may run in the background thread (UCT's CB_ASYNC): those are
+        // delivered at once instead of waiting for the owner (UCP's wireup messages). Empty: none.
+        std::function<bool(uint8_t am_id)> async_ok;
+        // The owner's lock those handlers run under (UCX: the worker's async lock), taken by the
+        // thread before the transport's own lock — the order every owner call follows too.
+        // acquire=true only tries (false: not taken, the thread skips this round and retries);
+        // acquire=false releases.
+        std::function<bool(bool acquire)> outer_lock;
     };
 
     Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp, Callbacks cb);
@@ -118,6 +128,7 @@ private:
     void service(uint64_t now, unsigned& count);
     unsigned receive(uint64_t now);
     void thread_main();
+    void takeover();
     static uint64_t now_ns();
 
     struct Deferred {

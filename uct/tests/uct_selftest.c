@@ -11,8 +11,12 @@
  *   uct_selftest badinput unknown device and memory domain, malformed peer address, foreign
  *                        rkey, wrong rkey, out-of-bounds WRITE/READ: each a clear error, the
  *                        target memory unchanged, the process alive
+ *   uct_selftest ep2ep   (ud_roce) CONNECT_TO_EP: endpoints created without an address, connected
+ *                        with each other's endpoint address, AMs both ways; an unconnected
+ *                        endpoint refuses to send; then AM short/bcopy/zcopy on CONNECT_TO_IFACE
  *
- * Environment: DEV (netdev, default lo).
+ * Environment: DEV (netdev, default lo), TL (transport, default rc_roce; failure and events run
+ * on ud_roce too).
  */
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
@@ -155,11 +159,12 @@ static void open_all(ctx_t *c, int with_err_handler, int close_receiver_first)
     MUST(uct_md_open(c->cmp, "roce", c->md_config, &c->md));
     MUST(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &c->async));
     MUST(uct_worker_create(c->async, UCS_THREAD_MODE_SINGLE, &c->worker));
-    MUST(uct_md_iface_config_read(c->md, "rc_roce", NULL, NULL, &c->iface_config));
+    const char *tl = getenv("TL") ? getenv("TL") : "rc_roce";
+    MUST(uct_md_iface_config_read(c->md, tl, NULL, NULL, &c->iface_config));
 
     c->params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
     c->params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
-    c->params.mode.device.tl_name = "rc_roce";
+    c->params.mode.device.tl_name = tl;
     c->params.mode.device.dev_name = getenv("DEV") ? getenv("DEV") : "lo";
     if (with_err_handler) {
         c->params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
@@ -559,6 +564,76 @@ static int test_badinput(void)
     return g_failures;
 }
 
+static int g_back_count;
+static ucs_status_t back_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    ++g_back_count;
+    return UCS_OK;
+}
+
+static int test_ep2ep(void)
+{
+    ctx_t c;
+    open_all(&c, 0, 0);
+    uct_iface_attr_t attr;
+    MUST(uct_iface_query(c.sender, &attr));
+    CHECK(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP, "no CONNECT_TO_EP");
+    MUST(uct_iface_set_am_handler(c.sender, 6, back_handler, NULL, 0));
+    uct_ep_params_t p = {.field_mask = UCT_EP_PARAM_FIELD_IFACE, .iface = c.sender};
+    uct_ep_h a, b;
+    MUST(uct_ep_create(&p, &a));
+    p.iface = c.receiver;
+    MUST(uct_ep_create(&p, &b));
+    uint64_t x = 42;
+    ucs_status_t s = uct_ep_am_short(a, 5, 0, &x, 8);
+    CHECK(s == UCS_ERR_NOT_CONNECTED, "am_short on an unconnected ep: %s", ucs_status_string(s));
+    uint8_t dev_a[64], dev_b[64], ep_a[64], ep_b[64];
+    MUST(uct_iface_get_device_address(c.sender, (uct_device_addr_t*)dev_a));
+    MUST(uct_iface_get_device_address(c.receiver, (uct_device_addr_t*)dev_b));
+    MUST(uct_ep_get_address(a, (uct_ep_addr_t*)ep_a));
+    MUST(uct_ep_get_address(b, (uct_ep_addr_t*)ep_b));
+    MUST(uct_ep_connect_to_ep(a, (uct_device_addr_t*)dev_b, (uct_ep_addr_t*)ep_b));
+    MUST(uct_ep_connect_to_ep(b, (uct_device_addr_t*)dev_a, (uct_ep_addr_t*)ep_a));
+    s = uct_ep_connect_to_ep(a, (uct_device_addr_t*)dev_b, (uct_ep_addr_t*)ep_b);
+    CHECK(s == UCS_ERR_INVALID_PARAM, "second connect_to_ep: %s", ucs_status_string(s));
+    for (int i = 0; i < 100; ++i) {
+        x = 1000 + i;
+        while (uct_ep_am_short(a, 5, 0, &x, 8) == UCS_ERR_NO_RESOURCE) progress(&c);
+        while (uct_ep_am_short(b, 6, 0, &x, 8) == UCS_ERR_NO_RESOURCE) progress(&c);
+    }
+    double t0 = now_sec();
+    while ((g_am_count < 100 || g_back_count < 100) && now_sec() - t0 < 10) progress(&c);
+    CHECK(g_am_count == 100 && g_back_count == 100, "AMs over connect_to_ep: %d and %d of 100",
+          g_am_count, g_back_count);
+    CHECK(g_am_len == 16 && *(uint64_t*)(g_am_buf + 8) == 1099, "last AM: %zu bytes", g_am_len);
+    uct_ep_destroy(a);
+    uct_ep_destroy(b);
+
+    /* CONNECT_TO_IFACE: bcopy and zcopy, several fragments each */
+    MUST(uct_iface_query(c.sender, &attr));
+    size_t big = attr.cap.am.max_bcopy;
+    g_am_count = 0;
+    ssize_t n = uct_ep_am_bcopy(c.ep, 5, pack_5a, NULL, 0);
+    CHECK(n == 1000, "am_bcopy: %zd", n);
+    static uint8_t zbuf[65536];
+    for (size_t i = 0; i < sizeof(zbuf); ++i) zbuf[i] = (uint8_t)(i * 13);
+    size_t zlen = attr.cap.am.max_zcopy < sizeof(zbuf) ? attr.cap.am.max_zcopy : sizeof(zbuf);
+    uint64_t hdr = 0x1122334455667788ull;
+    uct_iov_t iov = {.buffer = zbuf, .length = zlen, .memh = UCT_MEM_HANDLE_NULL, .stride = 0,
+                     .count = 1};
+    s = uct_ep_am_zcopy(c.ep, 5, &hdr, sizeof(hdr), &iov, 1, 0, NULL);
+    CHECK(s == UCS_OK || s == UCS_INPROGRESS, "am_zcopy: %s", ucs_status_string(s));
+    t0 = now_sec();
+    while (g_am_count < 2 && now_sec() - t0 < 10) progress(&c);
+    CHECK(g_am_count == 2, "bcopy + zcopy AMs: %d of 2", g_am_count);
+    CHECK(g_am_len == sizeof(hdr) + zlen && !memcmp(g_am_buf + sizeof(hdr), zbuf, zlen) &&
+          !memcmp(g_am_buf, &hdr, sizeof(hdr)), "zcopy AM content (%zu bytes)", g_am_len);
+    printf("max_bcopy %zu, zcopy %zu bytes in one AM\n", big, zlen);
+    flush_ep(&c);
+    close_all(&c);
+    return g_failures;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "basic";
@@ -571,8 +646,10 @@ int main(int argc, char **argv)
         failures = test_events();
     } else if (!strcmp(mode, "badinput")) {
         failures = test_badinput();
+    } else if (!strcmp(mode, "ep2ep")) {
+        failures = test_ep2ep();
     } else {
-        printf("usage: %s basic|failure|events|badinput\n", argv[0]);
+        printf("usage: %s basic|failure|events|badinput|ep2ep\n", argv[0]);
         return 2;
     }
     printf("%s: %s\n", mode, failures ? "FAILED" : "passed");

@@ -18,7 +18,8 @@
 #          and mpi_pingpong under mpirun with UCX_TLS=rc_roce,self
 #   ud     our ud_roce on the verbs backend (a UD QP on rxe0:1 + our reliability), beside the ud_verbs
 #          figures above: ucx_info -d, ucx_perftest UCT am_lat/am_bw, UCP tag_lat/tag_bw with
-#          UCX_TLS=ud_roce,self, mpi_pingpong under mpirun with UCX_TLS=ud_roce,self
+#          UCX_TLS=ud_roce,self, mpi_pingpong under mpirun with UCX_TLS=ud_roce,self and with
+#          UCX_TLS=rc_verbs,ud_roce:aux,self (ud_roce wires up rc_verbs)
 #   interop our userspace RoCEv2 device (src/sw) against a kernel rxe QP (rxe1 on a veth pair, the
 #          userspace end in network namespace ns1): SEND/WRITE/READ/atomics both ways, every byte and
 #          the ICRC checked both ways, wrong rkeys (interop.sh, roce_interop_rxe; ~5 s)
@@ -296,6 +297,9 @@ if want ud; then
     unset LD_PRELOAD
     MPI_EXTRA=(-x "LD_PRELOAD=$PLUGIN")
     mpi_step ud_roce ud_roce,self 262144
+    # ud_roce as the auxiliary transport that wires up UCX's rc_verbs (which cannot connect by
+    # itself: without a working aux transport this run fails).
+    mpi_step rc_verbs_ud_roce_aux rc_verbs,ud_roce:aux,self 1048576
     MPI_EXTRA=()
     unset UCX_TLS
   fi
