@@ -51,6 +51,12 @@ void print_table(const char* prefix, const Table& table) {
 int main() {
     std::printf("rc_roce:\n\n");
     print_table(roce::uct::tl_config_prefix, roce::uct::config_doc);
+    // Congestion control (rc_roce only): cc::cc_config_vars.
+    for (const auto& v : roce::cc::cc_vars()) {
+        std::printf("| `UCX_%s%.*s` | `%.*s` | %s | %s |\n", roce::uct::tl_config_prefix, int(v.name.size()),
+                    v.name.data(), int(v.dfl.size()), v.dfl.data(), escape(std::string(v.choices).c_str()).c_str(),
+                    escape(std::string(v.doc).c_str()).c_str());
+    }
     std::printf("\nud_roce:\n\n");
     print_table(roce::uct::ud_tl_config_prefix, roce::uct::ud_config_doc);
     return 0;

@@ -32,7 +32,7 @@ constexpr size_t n_ud_typed = std::size(ud_config_doc);
 
 // The chained generic table, the typed fields, the GID settings (filled below) and the end mark
 // (zeroed: a null name).
-ucs_config_field_t iface_config_table[1 + n_typed + n_gid_settings + 1] = {
+ucs_config_field_t iface_config_table[1 + n_typed + n_gid_settings + n_cc_settings + 1] = {
     // Chain the generic UCT interface options (UCX_RC_ROCE_MAX_NUM_EPS, ...), as every TL does.
     {"", "", nullptr, offsetof(IfaceConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
     ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_ENTRY)
@@ -67,10 +67,33 @@ struct GidFields {
 };
 const GidFields gid_fields;
 
+// The congestion-control settings from cc::cc_config_vars, the same way (rc_roce only).
+struct CcFields {
+    std::string names[n_cc_settings], dfls[n_cc_settings], docs[n_cc_settings];
+    CcFields() {
+        for (size_t i = 0; i < n_cc_settings; ++i) {
+            const cc::CcVar& v = cc::cc_config_vars[i];
+            names[i] = v.name;   // the cc table's views are not NUL-terminated by contract
+            dfls[i] = v.dfl;
+            docs[i] = std::string(v.doc) + " Valid: " + std::string(v.choices) + ".";
+            iface_config_table[1 + n_typed + n_gid_settings + i] =
+                    ucs_config_field_t{names[i].c_str(), dfls[i].c_str(), docs[i].c_str(),
+                                       offsetof(IfaceConfig, cc) + i * sizeof(char*), UCS_CONFIG_TYPE_STRING};
+        }
+    }
+};
+const CcFields cc_fields;
+
 } // namespace
 
 ucs_config_field_t md_config_table[] = {
     {"", "", nullptr, offsetof(MdConfig, super), UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+    {"NETNS", "",
+     "Network namespace of the userspace device (rc_roce and ud_roce): a name under /var/run/netns "
+     "(ip netns add) or a path such as /proc/<pid>/ns/net. Its netdevs are the transport devices and "
+     "its sockets are created there, while the process itself stays in its own namespace (where "
+     "mpirun's PMIx server reaches it). Empty: the process's namespace.",
+     offsetof(MdConfig, netns), UCS_CONFIG_TYPE_STRING},
     {nullptr, nullptr, nullptr, 0, {}},
 };
 

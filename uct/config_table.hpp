@@ -18,6 +18,7 @@
 
 #include <iterator>
 
+#include "cc/config.hpp"
 #include "gid/config.hpp"
 
 // Tunables of the device both transports open (the userspace device's socket and its fault
@@ -49,10 +50,19 @@
       "UCS_ERR_NO_RESOURCE (and callers queue on the pending queue).")                         \
     X(max_rd_atomic, unsigned, "MAX_RD_ATOMIC", "16", UINT,                                    \
       "Outstanding RDMA READ and atomic requests per QP.")                                     \
+    X(max_read_request, size_t, "MAX_READ_REQUEST", "128k", MEMUNITS,                          \
+      "Userspace device: longer RDMA READs are requested in pieces of this size, whose "       \
+      "responses arrive back to back (behind a slow bottleneck, smaller pieces keep bursts "   \
+      "short; 16k halves loopback bandwidth).")                                                \
     X(timeout, double, "TIMEOUT", "2ms", TIME,                                                 \
       "First retransmission timeout of a QP; it doubles on every retry.")                      \
     X(retry_count, unsigned, "RETRY_COUNT", "7", UINT,                                         \
-      "Retransmissions before a QP fails with UCS_ERR_ENDPOINT_TIMEOUT (peer failure).")       \
+      "Retransmissions before a QP fails with UCS_ERR_ENDPOINT_TIMEOUT (peer failure), "       \
+      "once PEER_TIMEOUT has also passed without a packet from the peer.")                     \
+    X(peer_timeout, double, "PEER_TIMEOUT", "5s", TIME,                                        \
+      "Userspace device: a QP whose retries ran out fails only after the peer has been silent " \
+      "this long; a peer that still answers (behind a congested queue) is alive however many " \
+      "retransmission timeouts pass.")                                                          \
     X(rnr_retry, unsigned, "RNR_RETRY", "7", UINT,                                             \
       "Receiver-not-ready retries before a QP fails; 7 means infinite, as in InfiniBand.")     \
     X(ack_coalesce, unsigned, "ACK_COALESCE", "16", UINT,                                      \
@@ -72,6 +82,12 @@
       "off when the kernel lacks it or fault injection is active.")                           \
     X(gro, int, "GRO", "y", BOOL,                                                              \
       "Receive coalesced datagrams (kernel UDP GRO) and split them into packets.")             \
+    X(fault_ce, double, "FAULT_CE", "0", DOUBLE,                                               \
+      "Fault injection (tests only): probability to mark a packet ECN CE, as a congested "     \
+      "switch queue would (the receiver answers with CNPs when CC is dcqcn).")                 \
+    X(cc_line_rate, double, "CC_LINE_RATE", "0", DOUBLE,                                       \
+      "Userspace device: the line rate in Gbit/s congestion control starts from and paces "    \
+      "below; 0 reads the netdev's speed (100 when it has none, e.g. loopback).")              \
     X(verbs_ack_timeout, unsigned, "VERBS_ACK_TIMEOUT", "18", UINT,                            \
       "Verbs devices: the HCA's local ACK timeout, 4.096 us * 2^N (0..31; 18 = 1.07 s, as "    \
       "UCX's rc_verbs default; rxe under load fires spurious retries at 14 = 67 ms). The HCA " \
@@ -142,6 +158,8 @@ inline constexpr ConfigDoc ud_config_doc[] = {ROCE_UD_IFACE_CONFIG(ROCE_CONFIG_D
 // The GID and traffic-class settings, after config_doc in UCX's table and in the README.
 inline constexpr auto& gid_config_doc = gid::gid_config_vars;
 inline constexpr size_t n_gid_settings = std::size(gid::gid_config_vars);
+// The congestion-control settings (cc::cc_config_vars), after those, rc_roce only.
+inline constexpr size_t n_cc_settings = cc::cc_config_var_count;
 
 // UCX wants C strings: every field of the gid table must be a whole literal (NUL right after it).
 constexpr bool is_c_string(std::string_view v) { return v.data()[v.size()] == '\0'; }

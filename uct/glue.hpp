@@ -74,6 +74,7 @@ struct IfaceConfig {
     uct_iface_config_t super;
     ROCE_IFACE_CONFIG(ROCE_CONFIG_FIELD_DECL)
     char* gid[n_gid_settings];   // gid::gid_config_vars values, in table order (UCX strings)
+    char* cc[n_cc_settings];     // cc::cc_config_vars values, in table order
 };
 struct UdIfaceConfig {
     uct_iface_config_t super;
@@ -84,6 +85,7 @@ struct UdIfaceConfig {
 
 struct MdConfig {
     uct_md_config_t super;
+    char* netns;   // UCX_ROCE_NETNS
 };
 
 extern ucs_config_field_t iface_config_table[];
@@ -106,6 +108,9 @@ struct Md {
     std::string rdma_dev;                     // empty: the userspace device
     std::shared_ptr<sw::Pd> sw_pd;            // one of these two is set
     std::shared_ptr<verbs::Pd> verbs_pd;
+    // UCX_ROCE_NETNS: the network namespace the userspace device's netdevs and sockets are in
+    // (empty: the process's own).
+    std::string netns;
     bool is_verbs() const { return !rdma_dev.empty(); }
     // The one that is set (md_open fails otherwise).
     RcPd* pd() const { return is_verbs() ? static_cast<RcPd*>(verbs_pd.get()) : sw_pd.get(); }
@@ -271,6 +276,7 @@ unsigned iface_progress(uct_iface_h tl_iface) noexcept;
 // The GID and traffic-class settings of an iface configuration (IfaceConfig::gid), parsed and
 // cross-checked; `err` is one line naming the setting and the valid choices.
 Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err);
+Status cc_settings(const IfaceConfig& config, cc::CcConfig& out, std::string& err);
 // The same settings from the environment (UCX_RC_ROCE_*), for the device lists: a device on which
 // they leave nothing to choose is not listed (unless that would leave none: opening one then
 // explains why). nullopt when they do not parse (iface open reports it).

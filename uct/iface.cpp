@@ -368,8 +368,10 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.mtu = c.mtu;
     dc.sq_depth = c.tx_queue_len;
     dc.max_rd_atomic = c.max_rd_atomic;
+    dc.max_read_request = static_cast<uint32_t>(std::min<size_t>(c.max_read_request, 1u << 30));
     dc.retransmit_timeout_us = static_cast<uint32_t>(std::max(1.0, c.timeout * 1e6));
     dc.retry_count = c.retry_count;
+    dc.peer_timeout_ms = static_cast<uint32_t>(std::max(0.0, c.peer_timeout * 1e3));
     dc.rnr_retry = c.rnr_retry;
     dc.ack_coalesce = c.ack_coalesce;
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
@@ -382,7 +384,9 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.faults.duplicate = c.fault_duplicate;
     dc.faults.reorder = c.fault_reorder;
     dc.faults.corrupt = c.fault_corrupt;
+    dc.faults.ce = c.fault_ce;
     dc.faults.seed = c.fault_seed;
+    dc.line_rate_bps = c.cc_line_rate > 0 ? c.cc_line_rate * 1e9 : netdev_speed_bps(d.name, 100e9);
     dc.pcap_path = c.pcap != nullptr ? c.pcap : "";
     dc.pcap_limit = c.pcap_size;
     return dc;
@@ -426,6 +430,15 @@ Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string&
     return gid::parse_gid_config(settings, out, err);
 }
 
+Status cc_settings(const IfaceConfig& config, cc::CcConfig& out, std::string& err) {
+    std::vector<std::pair<std::string, std::string>> settings;
+    for (size_t i = 0; i < n_cc_settings; ++i) {
+        settings.emplace_back(std::string(cc::cc_config_vars[i].name),
+                              config.cc[i] != nullptr ? config.cc[i] : "");
+    }
+    return cc::parse_cc_config(settings, out, err);
+}
+
 std::optional<gid::GidConfig> gid_settings_from_env() {
     gid::GidConfig cfg;
     std::string err;
@@ -456,9 +469,7 @@ ucs_status_t query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices
         if (md->is_verbs()) {
             names = verbs_tl_devices(*md);
         } else {
-            for (const Netdev& d : usable_netdevs(tl_name)) {
-                names.push_back(d.name);
-            }
+            names = usable_netdev_names(md->netns, tl_name);
         }
         return tl_device_resources(names, devices_p, num_p);
     })
@@ -489,10 +500,24 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             ucs_error("rc_roce: %s", gid_err.c_str());
             return UCS_ERR_INVALID_PARAM;
         }
+        cc::CcConfig cc_cfg;
+        if (cc_settings(config, cc_cfg, gid_err) != Status::ok) {
+            ucs_error("rc_roce: %s", gid_err.c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
 
         const char* dev_name = params->mode.device.dev_name;
         Md* md = reinterpret_cast<Md*>(tl_md);
-        std::vector<Netdev> netdevs = md->is_verbs() ? std::vector<Netdev>{} : list_netdevs();
+        std::vector<Netdev> netdevs;
+        if (!md->is_verbs()) {
+            status = in_md_netns(md->netns, tl_name, [&] {
+                netdevs = list_netdevs();
+                return UCS_OK;
+            });
+            if (status != UCS_OK) {
+                return status;
+            }
+        }
         auto it = std::find_if(netdevs.begin(), netdevs.end(),
                                [&](const Netdev& d) { return d.name == dev_name; });
         if (!md->is_verbs() && it == netdevs.end()) {
@@ -540,18 +565,26 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             } else {
                 Netdev nd = *it;
                 sw::DeviceConfig dc = device_config(config, nd);
-                status = apply_gid_policy(gid_cfg, nd, dc, tl_name);   // logs why not
+                dc.cc = cc_cfg;
+                std::unique_ptr<sw::Device> dev;
+                // The GID policy reads the namespace's addresses, the device binds its socket there.
+                status = in_md_netns(md->netns, tl_name, [&] {
+                    ucs_status_t st = apply_gid_policy(gid_cfg, nd, dc, tl_name);   // logs why not
+                    if (st != UCS_OK) {
+                        return st;
+                    }
+                    Status s = sw::Device::open(dc, md->sw_pd, dev);
+                    if (s != Status::ok) {
+                        ucs_error("rc_roce: cannot open device %s (%s port %u): %s", dev_name,
+                                  dc.ip.c_str(), dc.port, std::string(to_string(s)).c_str());
+                        return to_ucs(s);
+                    }
+                    return UCS_OK;
+                });
                 if (status != UCS_OK) {
                     return fail(status);
                 }
                 iface->dev_addr_len = pack_dev_addr(nd, false, iface->dev_addr);
-                std::unique_ptr<sw::Device> dev;
-                Status s = sw::Device::open(dc, md->sw_pd, dev);
-                if (s != Status::ok) {
-                    ucs_error("rc_roce: cannot open device %s (%s port %u): %s", dev_name,
-                              dc.ip.c_str(), dc.port, std::string(to_string(s)).c_str());
-                    return fail(to_ucs(s));
-                }
                 const sw::DeviceConfig& actual = dev->config();
                 iface->mtu = actual.mtu;
                 iface->sq_depth = actual.sq_depth;

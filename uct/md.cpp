@@ -212,7 +212,7 @@ ucs_status_t query_md_resources(uct_component_t*, uct_md_resource_desc_t** resou
     })
 }
 
-ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_config_t*,
+ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_config_t* md_config,
                      uct_md_h* md_p) noexcept {
     ROCE_UCT_TRY("md_open", return _exc_status, {
         auto md = std::make_unique<Md>();
@@ -221,6 +221,8 @@ ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_co
         const std::string name = md_name != nullptr ? md_name : component_name;
         if (name == component_name) {
             md->sw_pd = sw::Pd::create();
+            const char* ns = reinterpret_cast<const MdConfig*>(md_config)->netns;
+            md->netns = ns != nullptr ? ns : "";
         } else if (name.rfind(verbs_md_prefix, 0) == 0) {
             md->rdma_dev = name.substr(std::strlen(verbs_md_prefix));
             Status s = verbs::Pd::open(md->rdma_dev, md->verbs_pd);   // logs why not

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
+#include "common/netns.hpp"
 #include "gid/synth.hpp"
 #include "gid/traffic_class.hpp"
 
@@ -62,6 +64,15 @@ std::vector<Netdev> list_netdevs() {
         return if_nametoindex(a.name.c_str()) < if_nametoindex(b.name.c_str());
     });
     return out;
+}
+
+double netdev_speed_bps(const std::string& name, double fallback) {
+    std::ifstream f("/sys/class/net/" + name + "/speed");
+    long mbps = 0;
+    if (f >> mbps && mbps > 0) {
+        return double(mbps) * 1e6;
+    }
+    return fallback;
 }
 
 std::string ip_string(int family, const uint8_t* ip) {
@@ -150,6 +161,27 @@ int dev_addr_is_reachable(const uint8_t* my_dev_addr, const uct_device_addr_t* d
     // Otherwise reachable as far as we can tell (like tcp); a silent peer fails the QP with
     // UCS_ERR_ENDPOINT_TIMEOUT.
     return 1;
+}
+
+std::vector<std::string> usable_netdev_names(const std::string& netns, const char* tl) {
+    std::vector<std::string> names;
+    (void)in_md_netns(netns, tl, [&] {
+        for (const Netdev& d : usable_netdevs(tl)) {
+            names.push_back(d.name);
+        }
+        return UCS_OK;
+    });
+    return names;
+}
+
+ucs_status_t in_md_netns(const std::string& netns, const char* tl, const std::function<ucs_status_t()>& fn) {
+    ucs_status_t status = UCS_OK;
+    std::string err;
+    if (in_netns(netns, [&] { status = fn(); }, err) != Status::ok) {
+        ucs_error("%s: UCX_ROCE_NETNS=%s: %s", tl, netns.c_str(), err.c_str());
+        return UCS_ERR_NO_DEVICE;
+    }
+    return status;
 }
 
 std::vector<Netdev> usable_netdevs(const char* tl) {

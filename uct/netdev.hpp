@@ -4,6 +4,7 @@
 // choice of a netdev's address.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,15 @@ std::vector<Netdev> list_netdevs();
 // Netdevs listed as transport devices: those with an address the GID settings of the
 // environment accept (all of them when that would leave none: opening one then explains why).
 std::vector<Netdev> usable_netdevs(const char* tl);
+// The names of usable_netdevs() as seen in network namespace `netns` (empty: ours).
+std::vector<std::string> usable_netdev_names(const std::string& netns, const char* tl);
+// Runs fn (which opens sockets, lists netdevs) inside network namespace `netns`; logs and
+// returns UCS_ERR_NO_DEVICE when the namespace cannot be entered.
+ucs_status_t in_md_netns(const std::string& netns, const char* tl, const std::function<ucs_status_t()>& fn);
 std::string ip_string(int family, const uint8_t* ip);
+// The link speed the kernel reports for a netdev (/sys/class/net/<name>/speed, Mbit/s), in
+// bit/s; `fallback` when it reports none (loopback, a link that is down).
+double netdev_speed_bps(const std::string& name, double fallback);
 // The transport device list UCT wants (network devices named `names`), ucs_calloc'ed.
 ucs_status_t tl_device_resources(const std::vector<std::string>& names,
                                  uct_tl_device_resource_t** devices_p, unsigned* num_p);

@@ -358,9 +358,7 @@ ucs_status_t ud_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devi
         if (md->is_verbs()) {
             names = verbs_tl_devices(*md);
         } else {
-            for (const Netdev& d : usable_netdevs(ud_tl_name)) {
-                names.push_back(d.name);
-            }
+            names = usable_netdev_names(md->netns, ud_tl_name);
         }
         return tl_device_resources(names, devices_p, num_p);
     })
@@ -397,8 +395,10 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
         set_log_level(core_log_level(config.log_level));
         std::unique_ptr<ud::DatagramQp> qp;
         Netdev nd;   // the address the device address advertises
-        status = md->is_verbs() ? open_verbs_qp(config, gid_cfg, *md, dev_name, qp, nd)
-                                : open_sw_qp(config, gid_cfg, dev_name, qp, nd);   // log why not
+        status = md->is_verbs()
+                         ? open_verbs_qp(config, gid_cfg, *md, dev_name, qp, nd)
+                         : in_md_netns(md->netns, ud_tl_name,   // netdevs and socket in UCX_ROCE_NETNS
+                                       [&] { return open_sw_qp(config, gid_cfg, dev_name, qp, nd); });   // log why not
         if (status != UCS_OK) {
             return status;
         }

@@ -1,6 +1,7 @@
 #include "cc/config.hpp"
 
 #include <cctype>
+#include <iterator>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -143,12 +144,13 @@ bool parse_fraction(std::string_view s, double& out) {
 
 // The table. Defaults: DCQCN paper (Zhu et al., SIGCOMM 2015) and docs/roce-facts; R_HAI is not
 // given there and follows mlx5's ratio rp_hai_rate/rp_ai_rate = 10.
-const CcVar cc_config_vars[] = {
+constinit const CcVar cc_config_vars[] = {
     {"CC", "auto", "auto, off, dcqcn, delay",
      "Congestion control of RC QPs. dcqcn: ECN/CNP rate control with a pacer (the userspace device "
      "generates and consumes CNPs); delay: delay-target window from request-to-completion round trips "
-     "(any device); off: none. auto: dcqcn on the userspace device, delay on rxe/siw, off on hardware "
-     "RoCE NICs (their firmware runs DCQCN).",
+     "(any device); off: none. auto: dcqcn on the userspace device (off on loopback, where nothing marks "
+     "ECN: dcqcn cost 10% of loopback bandwidth there), delay on rxe/siw, off on hardware RoCE NICs (their "
+     "firmware runs DCQCN).",
      [](CcConfig& c, std::string_view v, std::string& p) {
          const std::string s = lower(v);
          if (s == "auto") c.mode = CcMode::auto_;
@@ -232,7 +234,7 @@ const CcVar cc_config_vars[] = {
      "MAX_RD_ATOMIC of the interface table).",
      [](CcConfig& c, std::string_view v, std::string& p) { return set_size_field(c.read_cap.max_bytes, v, p); }},
 };
-const size_t cc_config_var_count = sizeof(cc_config_vars) / sizeof(cc_config_vars[0]);
+static_assert(std::size(cc_config_vars) == cc_config_var_count, "update cc_config_var_count");
 
 std::span<const CcVar> cc_vars() { return {cc_config_vars, cc_config_var_count}; }
 
@@ -300,6 +302,7 @@ CcMode resolve_mode(CcMode configured, DeviceKind dev) {
     case DeviceKind::userspace: return CcMode::dcqcn;
     case DeviceKind::verbs_soft: return CcMode::delay;
     case DeviceKind::verbs_hw: return CcMode::off;
+    case DeviceKind::userspace_loopback: return CcMode::off;
     }
     return CcMode::off;
 }

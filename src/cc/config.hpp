@@ -84,8 +84,10 @@ struct CcVar {
     CcSetter set;              // parses value into the config; on error fills problem
 };
 
-extern const CcVar cc_config_vars[];
-extern const size_t cc_config_var_count;
+// How many settings the table has, known at compile time (the UCX glue sizes its config table
+// with it; config.cpp checks it against the table).
+inline constexpr size_t cc_config_var_count = 21;
+extern const CcVar cc_config_vars[cc_config_var_count];
 std::span<const CcVar> cc_vars();
 
 // A config with every default from the table applied (equal to CcConfig{}; a test checks).
@@ -103,8 +105,9 @@ std::string cc_config_markdown();
 
 // Which controller a QP gets. auto: dcqcn on the userspace device (nothing else reacts to ECN
 // there), delay on software verbs devices (rxe/siw have no congestion control), off on hardware
-// RoCE NICs (their firmware runs DCQCN on CNPs; delay is opt-in there).
-enum class DeviceKind : uint8_t { userspace, verbs_soft, verbs_hw };
+// RoCE NICs (their firmware runs DCQCN on CNPs; delay is opt-in there); off for the userspace
+// device on loopback (no queue there marks ECN; measured: dcqcn costs ~10% of loopback bandwidth).
+enum class DeviceKind : uint8_t { userspace, verbs_soft, verbs_hw, userspace_loopback };
 CcMode resolve_mode(CcMode configured, DeviceKind dev);
 
 // Unit parsers (exposed for tests and for the glue).

@@ -57,8 +57,8 @@ inline constexpr ConfigVar gid_config_vars[] = {
      "802.1p priority (PCP) for PFC, the service level of RDMA devices' QPs; auto is 0 unless the peer "
      "configured another. The userspace device only advertises it (a UDP socket cannot tag per packet)."},
     {"CNP_DSCP", "48", "0..63",
-     "DSCP of the congestion notification packets of the userspace device (sent Not-ECT, at the data "
-     "priority; the device sends no CNPs yet)."},
+     "DSCP of the congestion notification packets (BTH opcode 0x81) the userspace device sends when "
+     "CC is dcqcn (sent Not-ECT, at the data priority)."},
 };
 
 enum class Reachability : uint8_t { route, local_subnet, all };

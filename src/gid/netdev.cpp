@@ -1,7 +1,9 @@
 #include "gid/netdev.hpp"
 
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -327,6 +329,31 @@ void load_live_addrs(NetModel& m) {
     freeifaddrs(list);
 }
 
+// Whether this thread is in another network namespace than the process (common/netns.hpp):
+// /sys and /proc/net then describe the process's namespace, not ours.
+bool in_foreign_netns() {
+    struct stat mine {}, proc {};
+    return ::stat("/proc/thread-self/ns/net", &mine) == 0 && ::stat("/proc/self/ns/net", &proc) == 0 &&
+           mine.st_ino != proc.st_ino;
+}
+
+// The netdevs of this thread's namespace from getifaddrs: names and flags only (no VLAN or
+// bond details: the sysfs that would tell them belongs to the process's namespace).
+void load_ifaddrs_netdevs(NetModel& m) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return;
+    for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
+        if (m.find(ifa->ifa_name)) continue;
+        Netdev n;
+        n.name = ifa->ifa_name;
+        n.admin_up = ifa->ifa_flags & IFF_UP;
+        n.operstate = (ifa->ifa_flags & IFF_RUNNING) ? "up" : "down";
+        if (ifa->ifa_flags & IFF_LOOPBACK) n.kind = "loopback";
+        m.netdevs.push_back(std::move(n));
+    }
+    freeifaddrs(list);
+}
+
 template <typename Parser>
 bool load_lines(const SysRoot& root, std::string_view rel, Parser parse, std::vector<Route>& out) {
     auto text = root.read(rel);
@@ -354,7 +381,14 @@ Status load_net_model(const SysRoot& root, NetModel& out, std::string& err) {
         err = "no " + root.path("sys/class/net") + ": not a Linux sysfs tree";
         return Status::no_device;
     }
-    load_netdevs(root, out);
+    // In another namespace than the process's (UCX_ROCE_NETNS), that namespace's view: netdevs
+    // from getifaddrs, routes from /proc/thread-self/net.
+    const bool foreign = root.live() && in_foreign_netns();
+    const std::string proc_net = foreign ? "proc/thread-self/net/" : "proc/net/";
+    if (foreign)
+        load_ifaddrs_netdevs(out);
+    else
+        load_netdevs(root, out);
 
     if (auto text = root.read("addrs")) {
         for (auto l : lines_of(*text))
@@ -365,8 +399,8 @@ Status load_net_model(const SysRoot& root, NetModel& out, std::string& err) {
 
     bool have_routes = load_lines(root, "routes", parse_ip_route_line, out.routes);
     if (!have_routes) {
-        have_routes = load_lines(root, "proc/net/route", parse_proc_route_line, out.routes);
-        have_routes |= load_lines(root, "proc/net/ipv6_route", parse_proc_ipv6_route_line, out.routes);
+        have_routes = load_lines(root, proc_net + "route", parse_proc_route_line, out.routes);
+        have_routes |= load_lines(root, proc_net + "ipv6_route", parse_proc_ipv6_route_line, out.routes);
     }
     if (!have_routes) {
         // Without route data, the kernel would still have each address's connected route.

@@ -171,6 +171,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             qp->epsn = m.start_psn;
             qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
             qp->state = QpState::rts;
+            qp->last_heard_ns = now_ns();
             cm_take_tc(*qp, m);
             passive_[key] = qp->qpn;
             ROCE_DEBUG("cm: passive qp 0x%x for %s qp 0x%x", qp->qpn, src.to_string().c_str(), m.src_qpn);
@@ -200,6 +201,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
         qp->epsn = m.start_psn;
         qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
         qp->state = QpState::rts;
+        qp->last_heard_ns = now_ns();
         // WRs posted while connecting were sized with the local MTU: resize them.
         for (Wr& w : qp->sq)
             if (w.op == OpKind::send || w.op == OpKind::write || w.op == OpKind::read)

@@ -65,6 +65,8 @@ void made_progress(Qp& qp, const DeviceConfig& cfg, uint64_t now, uint32_t acked
     if (qp.probe_active && wire::psn_diff(qp.una_psn, qp.probe_psn) > 0) {
         qp.probe_active = false;
         const double sample = double(now - qp.probe_ns);
+        if (qp.cc)   // delay-based control: request -> completion round trips
+            qp.cc->on_rtt_sample(cc::Nanos(sample), uint64_t(acked_pkts) * qp.mtu, cc::Nanos(now));
         if (qp.srtt_ns == 0) {
             qp.srtt_ns = sample;
             qp.rttvar_ns = sample / 2;

@@ -113,6 +113,10 @@ void DeviceImpl::tx_send_plain() {
                 faults_.corrupt(s.buf, s.len);
                 st_.faults_corrupted++;
             }
+            if (d.ce) {   // the ECN bits of the packet's ToS (the socket's unless it has its own)
+                s.tos = (s.tos >= 0 ? s.tos : cfg_.traffic_class) | wire_ecn_ce;
+                st_.faults_ce++;
+            }
             if (d.reorder && held < 0) {
                 held = int(i);
                 st_.faults_reordered++;
@@ -225,7 +229,7 @@ void DeviceImpl::tx_send_gso() {
 
 // ---- receive path
 
-void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr& src) {
+void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr& src, bool ce) {
     st_.rx_packets++;
     st_.rx_bytes += len;
     wire::IpContext ip;
@@ -271,7 +275,14 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
         st_.dropped_unknown_qp++;
         return;
     }
+    qp->last_heard_ns = now_ns();
     const uint8_t op = pkt.bth.opcode;
+    if (op == uint8_t(wire::Opcode::cnp)) {
+        cc_cnp(*qp, now_ns());
+        return;
+    }
+    if (ce)
+        cc_ce(*qp, op, now_ns());
     if (op <= 0x0c || op == 0x13 || op == 0x14) {
         resp_packet(*qp, pkt);
     } else if (op >= 0x0d && op <= 0x12) {
@@ -311,7 +322,19 @@ void DeviceImpl::run_timers(uint64_t now) {
             continue;
         }
         qp->timer_deferred = false;
-        if (qp->retries_left == 0) {
+        if (qp->cc_wake_ns && qp->cc_wake_ns > now) {
+            // The pacer holds packets back (congestion control at a low rate): what is missing
+            // may not have left yet, so the silence says nothing about the peer. Count the
+            // timeout only once the paced packets have gone out and one more timeout passed.
+            qp->timer_deadline_ns = qp->cc_wake_ns + qp->cur_timeout_ns;
+            continue;
+        }
+        // A peer that still sends (congestion collapse: responses and duplicates behind a full
+        // queue, every timeout a go-back-N) is alive however many timeouts pass; one that has
+        // been silent for peer_timeout after the retries ran out has failed.
+        // (`now` may be older than a packet stamped meanwhile: that is silence 0, not 2^64.)
+        const uint64_t silent_ns = now > qp->last_heard_ns ? now - qp->last_heard_ns : 0;
+        if (qp->retries_left == 0 && silent_ns >= uint64_t(cfg_.peer_timeout_ms) * 1000000) {
             ROCE_DEBUG("qp 0x%x: retries exhausted, una 0x%x", qp->qpn, qp->una_psn);
             st_.timeouts++;
             qp_fail(*qp, Status::timeout);
@@ -321,11 +344,13 @@ void DeviceImpl::run_timers(uint64_t now) {
                     qp->una_psn, qp->next_psn, qp->send_idx, qp->send_pkt, qp->cwnd, qp->sq.size(),
                     qp->sq.empty() ? 0 : qp->sq.front().first_psn, qp->sq.empty() ? 0 : qp->sq.front().npkts,
                     (now - qp->timer_deadline_ns) / 1e3);
-        --qp->retries_left;
-        qp->cur_timeout_ns *= 2;
+        if (qp->retries_left > 0)
+            --qp->retries_left;
+        qp->cur_timeout_ns = std::min<uint64_t>(qp->cur_timeout_ns * 2, max_rto_ns);
         qp->ssthresh = std::max(min_cwnd, qp->cwnd / 2);
         qp->cwnd = qp->ssthresh;
         st_.timeouts++;
+        cc_loss(*qp, now);
         goback_head(*qp, now);
         qp->timer_deadline_ns = now + qp->cur_timeout_ns;
     }
@@ -337,6 +362,7 @@ void DeviceImpl::run_timers(uint64_t now) {
     for (auto& [q, p] : qps_) {
         consider(p->timer_deadline_ns);
         consider(p->rnr_wait_until_ns);
+        consider(p->cc_wake_ns);
         if (p->state == QpState::connecting)
             consider(p->cm_deadline_ns);
     }
@@ -359,23 +385,29 @@ unsigned DeviceImpl::progress_locked(bool owner) {
             const uint8_t* buf = static_cast<uint8_t*>(rx_iov_[size_t(i)].iov_base);
             size_t len = mh.msg_len;
             size_t seg = len;
-            if (gro_) {
-                for (cmsghdr* cm = CMSG_FIRSTHDR(&mh.msg_hdr); cm; cm = CMSG_NXTHDR(&mh.msg_hdr, cm)) {
-                    if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
-                        int gs = 0;
-                        std::memcpy(&gs, CMSG_DATA(cm), sizeof(gs));
-                        if (gs > 0 && size_t(gs) < len) {
-                            seg = size_t(gs);
-                            st_.gro_datagrams++;
-                        }
+            uint8_t tos = 0;   // the IP header's ToS / traffic class (IP_RECVTOS): its ECN bits
+            for (cmsghdr* cm = CMSG_FIRSTHDR(&mh.msg_hdr); cm; cm = CMSG_NXTHDR(&mh.msg_hdr, cm)) {
+                if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
+                    int gs = 0;
+                    std::memcpy(&gs, CMSG_DATA(cm), sizeof(gs));
+                    if (gs > 0 && size_t(gs) < len) {
+                        seg = size_t(gs);
+                        st_.gro_datagrams++;
                     }
+                } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+                    tos = *CMSG_DATA(cm);   // one byte for IPv4
+                } else if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
+                    int tc = 0;
+                    std::memcpy(&tc, CMSG_DATA(cm), sizeof(tc));
+                    tos = uint8_t(tc);
                 }
             }
+            const bool ce = (tos & wire_ecn_ce) == wire_ecn_ce;
             if (len == 0)
-                process_datagram(buf, 0, src);   // counted as malformed
+                process_datagram(buf, 0, src, false);   // counted as malformed
             while (len > 0) {
                 const size_t l = std::min(seg, len);
-                process_datagram(buf, l, src);
+                process_datagram(buf, l, src, ce);
                 buf += l;
                 len -= l;
             }
@@ -385,8 +417,7 @@ unsigned DeviceImpl::progress_locked(bool owner) {
             msghdr& h = rx_msgs_[size_t(i)].msg_hdr;
             h.msg_namelen = sizeof(sockaddr_storage);
             h.msg_flags = 0;
-            if (gro_)
-                h.msg_controllen = sizeof(rx_cmsg_[size_t(i)].b);
+            h.msg_controllen = sizeof(rx_cmsg_[size_t(i)].b);
         }
         flush_acks();
         if (n > 0) {

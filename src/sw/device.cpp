@@ -61,7 +61,8 @@ Status DeviceImpl::init() {
     // like ours; loopback charges ~2x the datagram size per packet).
     const uint32_t per_pkt = cfg_.mtu <= 1024 ? 4096 : 2 * (cfg_.mtu + 512);
     window_pkts_ = std::clamp<uint32_t>(uint32_t(sock_.rcvbuf_bytes()) / 2 / per_pkt, 16, 256);
-    read_chunk_pkts_ = std::max<uint32_t>(1, window_pkts_ / 8);
+    read_chunk_pkts_ = std::clamp<uint32_t>(uint32_t(cfg_.max_read_request / cfg_.mtu), 1,
+                                            std::max<uint32_t>(1, window_pkts_ / 8));
 
     if (!cfg_.pcap_path.empty()) {
         std::string err;
@@ -94,10 +95,8 @@ Status DeviceImpl::init() {
         rx_msgs_[i].msg_hdr.msg_iovlen = 1;
         rx_msgs_[i].msg_hdr.msg_name = &rx_sa_[i];
         rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-        if (gro_) {
-            rx_msgs_[i].msg_hdr.msg_control = rx_cmsg_[i].b;
-            rx_msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].b);
-        }
+        rx_msgs_[i].msg_hdr.msg_control = rx_cmsg_[i].b;   // GRO segment size, ToS (ECN)
+        rx_msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].b);
     }
 
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -162,7 +161,8 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(naks_sent) ROCE_SW_STAT(naks_received) ROCE_SW_STAT(rnr_naks)
     ROCE_SW_STAT(timeouts) ROCE_SW_STAT(icrc_errors) ROCE_SW_STAT(malformed)
     ROCE_SW_STAT(dropped_unknown_qp) ROCE_SW_STAT(gso_sends) ROCE_SW_STAT(gro_datagrams)
-    ROCE_SW_STAT(rx_nonzero_ipv4_id)
+    ROCE_SW_STAT(rx_nonzero_ipv4_id) ROCE_SW_STAT(ce_received) ROCE_SW_STAT(cnps_sent)
+    ROCE_SW_STAT(cnps_received) ROCE_SW_STAT(cnps_local) ROCE_SW_STAT(faults_ce) ROCE_SW_STAT(cc_paced)
 #undef ROCE_SW_STAT
     return out;
 }
@@ -189,6 +189,7 @@ Qp* DeviceImpl::new_qp() {
     qp->rnr_left = cfg_.rnr_retry;
     qp->cur_timeout_ns = uint64_t(cfg_.retransmit_timeout_us) * 1000;
     qp->cwnd = qp->ssthresh = window_pkts_;
+    cc_init(*qp);
     Qp* p = qp.get();
     qps_.emplace(q, std::move(qp));
     return p;

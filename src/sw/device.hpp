@@ -19,6 +19,7 @@
 #include <string>
 #include <sys/uio.h>
 
+#include "cc/config.hpp"
 #include "common/rc_device.hpp"
 #include "common/status.hpp"
 
@@ -44,8 +45,9 @@ struct FaultConfig {
     double duplicate = 0;  // send it twice
     double reorder = 0;    // hold it back and send it after the next one
     double corrupt = 0;    // flip a payload bit (the receiver's ICRC check must drop it)
+    double ce = 0;         // mark a data packet's ECN field CE, as a congested switch would
     uint64_t seed = 1;
-    bool any() const { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0; }
+    bool any() const { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0 || ce > 0; }
 };
 
 struct DeviceConfig {
@@ -54,8 +56,12 @@ struct DeviceConfig {
     uint32_t mtu = 4096;               // path MTU: 256, 512, 1024, 2048 or 4096
     uint32_t sq_depth = 256;           // outstanding work requests per QP before no_resource
     uint32_t max_rd_atomic = 16;       // outstanding RDMA READ/atomic requests per QP
+    // Largest RDMA READ request: longer READs are asked for in pieces of this size (their
+    // responses arrive back to back; a paced QP is charged a piece's responses at once).
+    uint32_t max_read_request = 128u << 10;
     uint32_t retransmit_timeout_us = 2000;  // first retransmission timeout (doubles per retry)
-    uint32_t retry_count = 7;          // retransmissions before the QP fails with timeout
+    uint32_t retry_count = 7;          // retransmissions before the QP fails with timeout ...
+    uint32_t peer_timeout_ms = 5000;   // ... and only once nothing came from the peer for this long
     uint32_t rnr_retry = 7;            // 7 = infinite, as in IB
     uint32_t ack_coalesce = 16;        // ACK at most every N packets (plus on AckReq / idle)
     uint32_t max_recv_msg = 65536;     // largest SEND message the responder reassembles
@@ -69,7 +75,11 @@ struct DeviceConfig {
     uint8_t traffic_class_source = 0;
     uint8_t priority = 0;
     uint8_t priority_source = 0;
-    uint8_t cnp_traffic_class = 48 << 2;   // ToS of congestion notifications (none are sent yet)
+    uint8_t cnp_traffic_class = 48 << 2;   // ToS of the CNPs we send (congestion notifications)
+    // Congestion control of every RC QP (src/cc, sw/congestion.cpp): the mode (auto = dcqcn here:
+    // CE marks read from each packet's IP header, CNPs, a pacer per QP) and its parameters.
+    cc::CcConfig cc;
+    double line_rate_bps = 100e9;      // the pacer's ceiling and DCQCN's initial rate (netdev speed)
     bool progress_thread = true;       // passive-target progress (see above)
     uint32_t idle_takeover_us = 200;
     FaultConfig faults;
@@ -96,6 +106,10 @@ struct DeviceStats {
     uint64_t gso_sends, gro_datagrams;   // offload use: multi-segment sends / coalesced receives
     uint64_t rx_nonzero_ipv4_id;         // packets whose ICRC matched a nonzero IPv4 ID (GSO segments;
                                          // every packet of a ManualPeer that numbers them, e.g. rxe)
+    // Congestion control: CE-marked packets received, CNPs sent / received, CE marks on READ
+    // responses answered locally (the reader paces its own READs), CE marks the fault injector
+    // set, and times a QP's pacer or window held a packet back.
+    uint64_t ce_received, cnps_sent, cnps_received, cnps_local, faults_ce, cc_paced;
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its

@@ -41,6 +41,8 @@ inline constexpr unsigned rx_batch = 64;
 // The ICRC check cannot see the IPv4 ID; the ID-agnostic check accepts IDs below this (0 for
 // single datagrams, 0,1,2.. for GSO segments) so a corrupted packet passes with p ~ 2^-26.
 inline constexpr uint16_t max_plausible_ipv4_id = 64;
+inline constexpr uint8_t wire_ecn_ce = 0x3;
+inline constexpr uint64_t max_rto_ns = 1'000'000'000;   // the doubled retransmission timeout stops here   // ECN field (ToS bits 1..0) "congestion experienced"
 
 uint64_t now_ns();
 // ICRC change of a UDP payload of this length when its IPv4 ID goes from 0 to `id` (GSO).
@@ -88,7 +90,8 @@ public:
     Qp* find_qp(uint32_t qpn);
     Qp* new_qp();
     unsigned progress_locked(bool owner);
-    void process_datagram(const uint8_t* buf, size_t len, const WireAddr& src);
+    // ce: the datagram's IP header carried ECN CE (a congested queue marked it).
+    void process_datagram(const uint8_t* buf, size_t len, const WireAddr& src, bool ce = false);
     void run_timers(uint64_t now);
     void flush_acks();
 
@@ -112,6 +115,16 @@ public:
     // responder (responder.cpp)
     void resp_packet(Qp& qp, const wire::Packet& pkt);
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    // congestion control (congestion.cpp)
+    void cc_init(Qp& qp);
+    // Whether a packet of `bytes` (READ requests: the bytes they ask for) may leave now; if not,
+    // the QP's cc_wake_ns says when to try again.
+    bool cc_may_send(Qp& qp, uint32_t bytes, uint64_t now);
+    void cc_sent(Qp& qp, uint32_t bytes, uint64_t now);
+    void cc_ce(Qp& qp, uint8_t opcode, uint64_t now);   // a CE-marked packet arrived for the QP
+    void cc_cnp(Qp& qp, uint64_t now);                  // a CNP arrived for the QP
+    void cc_loss(Qp& qp, uint64_t now);                 // sequence NAK or retransmission timeout
+    void send_cnp(Qp& qp);
     // cm (cm.cpp)
     void cm_packet(const wire::Packet& pkt, const WireAddr& src);
     void cm_send(const WireAddr& to, const cm::Msg& m);

@@ -26,6 +26,7 @@ FaultInjector::Decision FaultInjector::decide() {
     d.corrupt = cfg_.corrupt > 0 && uniform() < cfg_.corrupt;
     d.duplicate = cfg_.duplicate > 0 && uniform() < cfg_.duplicate;
     d.reorder = cfg_.reorder > 0 && uniform() < cfg_.reorder;
+    d.ce = cfg_.ce > 0 && uniform() < cfg_.ce;
     return d;
 }
 

@@ -1,6 +1,7 @@
 // Transmit-side fault injection (FaultConfig): a seeded PRNG decides per packet whether to drop,
 // duplicate, reorder (swap with the next packet) or corrupt it (flip one bit after the ICRC was
-// computed, so the receiver's ICRC check must catch it).
+// computed, so the receiver's ICRC check must catch it), or mark it CE (ECN congestion experienced,
+// what an ECN-marking switch queue does, so the receiver's notification point must answer it).
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,7 @@ public:
     bool enabled() const { return cfg_.any(); }
 
     struct Decision {
-        bool drop = false, duplicate = false, reorder = false, corrupt = false;
+        bool drop = false, duplicate = false, reorder = false, corrupt = false, ce = false;
     };
     Decision decide();
     // Flips one bit of the packet outside the masked BTH byte 4 and outside the ICRC itself:

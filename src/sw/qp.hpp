@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <deque>
 #include <netinet/in.h>
+#include <optional>
 #include <vector>
 
+#include "cc/qp_cc.hpp"
 #include "sw/device.hpp"
 #include "wire/packet.hpp"
 
@@ -85,6 +87,7 @@ struct Qp {
     bool timer_deferred = false;     // expiry already postponed once (device was not running)
     uint64_t cur_timeout_ns = 0;
     uint32_t retries_left = 0;
+    uint64_t last_heard_ns = 0;      // last valid packet from the peer on this QP
     uint32_t rnr_left = 0;
     uint64_t rnr_wait_until_ns = 0;
     // Congestion window in packets (AIMD, slow start below ssthresh): the loopback "network" is
@@ -101,6 +104,10 @@ struct Qp {
     uint32_t since_ackreq = 0;       // SEND/WRITE packets sent since the last one with AckReq
     uint32_t last_goback_psn = 0;
     uint64_t last_goback_ns = 0;
+    // Congestion control (sw/congestion.cpp): empty when the mode is off. cc_wake_ns: when the
+    // pacer lets the next packet go (0: not waiting), a timer like the others.
+    std::optional<cc::QpCc> cc;
+    uint64_t cc_wake_ns = 0;
 
     // ---- responder
     uint32_t epsn = 0;               // expected PSN

@@ -44,6 +44,10 @@ Status DeviceImpl::post_wr(uint32_t qpn, Wr&& w) {
 
 namespace {
 
+// Bytes a packet adds on the wire besides its payload (IPv4 + UDP + BTH + ICRC + extension
+// headers, roughly): what the pacer charges per packet.
+constexpr uint32_t pkt_overhead = 20 + 8 + 12 + 4 + 16;
+
 uint8_t send_opcode(uint32_t idx, uint32_t n, bool imm) {
     if (n == 1)
         return uint8_t(imm ? Opcode::rc_send_only_imm : Opcode::rc_send_only);
@@ -102,6 +106,8 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
                 return;
             const size_t off = size_t(qp.send_pkt) * qp.mtu;
             const size_t n = std::min<size_t>(qp.mtu, w.len - std::min(w.len, off));
+            if (!cc_may_send(qp, uint32_t(n + pkt_overhead), now))
+                return;
             const bool last = qp.send_pkt + 1 == w.npkts;
             if (w.op == OpKind::send) {
                 pkt.bth.opcode = send_opcode(qp.send_pkt, w.npkts, w.has_imm);
@@ -119,6 +125,7 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
             if (pkt.bth.ack_req)
                 qp.since_ackreq = 0;
             emit(qp, pkt, std::span<const uint8_t>(n ? w.src + off : nullptr, n));
+            cc_sent(qp, uint32_t(n + pkt_overhead), now);
             if (last) {
                 ++qp.send_idx;
                 qp.send_pkt = 0;
@@ -136,12 +143,17 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
                 return;
             const size_t off = size_t(qp.send_pkt) * qp.mtu;
             const size_t end = std::min(w.len, size_t(chunk_end) * qp.mtu);
+            // The reader paces the responses it asks for (congestion.cpp).
+            const uint32_t resp_bytes = uint32_t(end - std::min(end, off)) + pkts * pkt_overhead;
+            if (!cc_may_send(qp, resp_bytes, now))
+                return;
             pkt.bth.opcode = uint8_t(Opcode::rc_read_request);
             pkt.bth.ack_req = true;
             pkt.reth.va = w.remote_va + off;
             pkt.reth.rkey = w.rkey;
             pkt.reth.dma_len = uint32_t(end - std::min(end, off));
             emit(qp, pkt, {});
+            cc_sent(qp, resp_bytes, now);
             end_psn = wire::psn_add(w.first_psn, chunk_end);
             if (chunk_end == w.npkts) {
                 ++qp.send_idx;
@@ -155,6 +167,8 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
         case OpKind::cmp_swap:
             if (inflight > 0 && uint32_t(inflight) >= uint32_t(qp.cwnd))
                 return;
+            if (!cc_may_send(qp, pkt_overhead + 28, now))
+                return;
             pkt.bth.opcode = uint8_t(w.op == OpKind::fetch_add ? Opcode::rc_fetch_add : Opcode::rc_cmp_swap);
             pkt.bth.ack_req = true;
             pkt.atomic.va = w.remote_va;
@@ -162,6 +176,7 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
             pkt.atomic.swap_add = w.swap_add;
             pkt.atomic.compare = w.compare;
             emit(qp, pkt, {});
+            cc_sent(qp, pkt_overhead + 28, now);
             ++qp.send_idx;
             qp.send_pkt = 0;
             break;
@@ -205,6 +220,7 @@ void DeviceImpl::goback(Qp& qp, uint32_t psn, bool force, uint64_t now) {
             if (!force) {   // loss signal: multiplicative decrease
                 qp.ssthresh = std::max(min_cwnd, qp.cwnd / 2);
                 qp.cwnd = qp.ssthresh;
+                cc_loss(qp, now);
             }
             qp.send_idx = i;
             qp.send_pkt = pkt;

@@ -124,6 +124,15 @@ struct Resp {
                 read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, d != 0);
                 return;
             }
+            // Older than the replay cache remembers (many small READs outstanding, re-issued
+            // after heavy loss): READ is idempotent, so answer it from its own RETH, access
+            // checked as for a new request. Ignoring it would leave the requester without the
+            // data for good and fail the QP.
+            const uint32_t len = pkt.reth.dma_len;
+            const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
+            if (len > (1u << 31) || (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read)))
+                return;
+            read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, false);
             return;
         }
         if (op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap) {

@@ -103,12 +103,15 @@ Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_cla
         int pmtu = IP_PMTUDISC_DO;
         setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
         setsockopt(fd_, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
+        int one = 1;   // each datagram's ToS as ancillary data: congestion control reads CE
+        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
     } else {
         int pmtu = IPV6_PMTUDISC_DO;
         setsockopt(fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
         setsockopt(fd_, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc));
         int one = 1;
         setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
     }
     sockaddr_storage ss;
     socklen_t len = to_sockaddr(a, ss);

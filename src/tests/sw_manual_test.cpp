@@ -161,16 +161,27 @@ TEST(SwManual, DestroyTellsThePeerNothing) {
 
 namespace {
 
-// Injects one RDMA WRITE ONLY of `payload` into `h`'s QP `qpn` as if it came from src_ip:src_port
-// with IPv4 ID `ipv4_id` (a UDP socket cannot make the kernel send a chosen ID, so the packet
-// enters the receive path directly).
-void inject_write(Host& h, uint32_t qpn, uint32_t psn, const WireAddr& src, uint16_t ipv4_id,
-                  uint64_t va, uint32_t rkey, const std::vector<uint8_t>& payload) {
+// Injects `pkt` (to `h`'s QP pkt.bth.dest_qp) as if it came from src with IPv4 ID `ipv4_id` (a UDP
+// socket cannot make the kernel send a chosen ID, so the packet enters the receive path directly),
+// then sends what the device queued in answer.
+void inject(Host& h, const wire::Packet& pkt, const std::vector<uint8_t>& payload, const WireAddr& src,
+            uint16_t ipv4_id = 0) {
     auto* impl = dynamic_cast<DeviceImpl*>(h.dev.get());
     ASSERT_NE(impl, nullptr);
     wire::IpContext ip;
     fill_ip_context(src, h.dev->address(), ip);
     ip.ipv4_id = ipv4_id;
+    std::vector<uint8_t> out(4096);
+    const size_t n = wire::build(pkt, payload, ip, out);
+    ASSERT_GT(n, 0u);
+    std::lock_guard lk(impl->mu_);
+    impl->process_datagram(out.data(), n, src);
+    impl->tx_flush();
+}
+
+// One RDMA WRITE ONLY of `payload` into `h`'s QP `qpn`.
+void inject_write(Host& h, uint32_t qpn, uint32_t psn, const WireAddr& src, uint16_t ipv4_id,
+                  uint64_t va, uint32_t rkey, const std::vector<uint8_t>& payload) {
     wire::Packet pkt;
     pkt.bth.opcode = uint8_t(wire::Opcode::rc_write_only);
     pkt.bth.dest_qp = qpn;
@@ -179,11 +190,7 @@ void inject_write(Host& h, uint32_t qpn, uint32_t psn, const WireAddr& src, uint
     pkt.reth.va = va;
     pkt.reth.rkey = rkey;
     pkt.reth.dma_len = uint32_t(payload.size());
-    std::vector<uint8_t> out(4096);
-    const size_t n = wire::build(pkt, payload, ip, out);
-    ASSERT_GT(n, 0u);
-    std::lock_guard lk(impl->mu_);
-    impl->process_datagram(out.data(), n, src);
+    inject(h, pkt, payload, src, ipv4_id);
 }
 
 } // namespace
@@ -242,4 +249,39 @@ TEST(SwManual, AnyIpv4IdOnlyForTheManualPeer) {
                                          uint64_t(uintptr_t(mem.data())), k.rkey, data));
     EXPECT_EQ(p.b.dev->stats().icrc_errors, s0.icrc_errors + 1);
     EXPECT_NE(std::memcmp(mem.data(), data.data(), data.size()), 0);
+}
+
+TEST(SwManual, DuplicateReadOlderThanTheReplayCacheIsAnswered) {
+    // 70 one-packet READ requests (the replay cache remembers 64), then the first one again, as a
+    // requester re-issues after heavy loss: READ is idempotent, the responder must answer it from
+    // the request itself (ignoring it left the requester without data until the QP failed).
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open());
+    std::vector<uint8_t> mem(512, 0x5a);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+    const WireAddr src = p.a.dev->address();
+    auto inject_read = [&](uint32_t psn, uint64_t va, uint32_t rkey) {
+        wire::Packet pkt;
+        pkt.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
+        pkt.bth.dest_qp = p.qb;
+        pkt.bth.psn = psn;
+        pkt.bth.ack_req = true;
+        pkt.reth.va = va;
+        pkt.reth.rkey = rkey;
+        pkt.reth.dma_len = 64;
+        inject(p.b, pkt, {}, src);
+    };
+    const uint64_t va = uint64_t(uintptr_t(mem.data()));
+    for (uint32_t i = 0; i < 70; ++i)
+        ASSERT_NO_FATAL_FAILURE(inject_read(wire::psn_add(ManualPair::psn_a, i), va, k.rkey));
+    const DeviceStats before = p.b.dev->stats();
+    EXPECT_EQ(before.tx_packets, 70u);
+    ASSERT_NO_FATAL_FAILURE(inject_read(ManualPair::psn_a, va, k.rkey));
+    DeviceStats after = p.b.dev->stats();
+    EXPECT_EQ(after.duplicates, before.duplicates + 1);
+    EXPECT_EQ(after.tx_packets, before.tx_packets + 1);   // the READ response, again
+    // A duplicate with a wrong rkey is still refused (nothing sent).
+    ASSERT_NO_FATAL_FAILURE(inject_read(wire::psn_add(ManualPair::psn_a, 1), va, k.rkey ^ 0x1000));
+    EXPECT_EQ(p.b.dev->stats().tx_packets, after.tx_packets);
 }

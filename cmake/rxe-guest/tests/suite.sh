@@ -2,7 +2,7 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
@@ -27,6 +27,9 @@
 #          (index from sysfs), a VLAN netdev (eth0.100) connects with UCX_RC_ROCE_GID_NETDEV, a DSCP set
 #          on the server only is on the wire both ways (rxeA/rxeB on a veth pair, dumpcap), bad
 #          settings give one-line errors (~40 s)
+#   cc     congestion control on a real ECN-marking bottleneck (fabric.sh): network namespaces, a
+#          bridge, tbf + RED/ECN towards the receiver; a 4-to-1 MPI incast over rc_roce on the
+#          userspace device with UCX_RC_ROCE_CC=dcqcn (3 runs) and off; goodput, Jain, queue, CNPs (~130 s)
 # Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
 # unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
 set -u
@@ -37,9 +40,11 @@ source "$here/lib.sh"
 source "$here/interop.sh"   # interop_group
 # shellcheck source=gid.sh
 source "$here/gid.sh"       # gid_group
+# shellcheck source=fabric.sh
+source "$here/fabric.sh"    # cc_group
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
@@ -313,6 +318,11 @@ fi
 # ---------------------------------------------------------------------------------------------
 if want gid; then
   gid_group       # adds eth0.100 (kept), then rxeA/rxeB on a veth pair (removed again)
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want cc; then
+  cc_group        # namespaces ccsw, ccr0, ccs1..4 (removed again); rxe0 is not involved
 fi
 
 # rxe's own counters over the whole batch: retransmissions (completer_retry_err, duplicate_request,

@@ -1,0 +1,129 @@
+// Congestion control on the userspace device, end to end over real sockets: CE marks (set by the
+// sender's fault injector in the packets' IP headers, read back by the receiver with IP_RECVTOS)
+// become CNPs that cut the sender's DCQCN rate; CE marks on READ responses throttle the reader;
+// mode off counts marks but answers none; the pacer holds a QP to its rate. Data is checked
+// every time.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "sw/device_impl.hpp"
+#include "sw/test_support.hpp"
+
+using namespace roce;
+using namespace roce::sw;
+using namespace roce::sw::testing;
+
+namespace {
+
+DeviceConfig cc_cfg(cc::CcMode mode, double ce = 0) {
+    DeviceConfig c;
+    c.cc.mode = mode;
+    c.faults.ce = ce;
+    c.line_rate_bps = 10e9;
+    return c;
+}
+
+struct Region {
+    std::vector<uint8_t> mem;
+    MrKeys keys{};
+    Region(Host& h, std::vector<uint8_t> init) : mem(std::move(init)) {
+        EXPECT_EQ(h.pd->reg_mr(mem.data(), mem.size(), access_all, keys), Status::ok);
+    }
+    uint64_t va() { return uint64_t(uintptr_t(mem.data())); }
+};
+
+const cc::QpCc* qp_cc(Host& h, uint32_t qpn) {
+    Qp* qp = static_cast<DeviceImpl*>(h.dev.get())->find_qp(qpn);
+    return qp && qp->cc ? &*qp->cc : nullptr;
+}
+
+// WRITEs of `total` bytes a -> b in 64 KiB pieces; returns whether all completed ok.
+bool write_all(Pair& p, Region& dst, const std::vector<uint8_t>& src) {
+    const size_t piece = 64 << 10;
+    uint64_t id = 100, done_ok = 0, posted = 0;
+    for (size_t off = 0; off < src.size(); off += piece) {
+        const size_t n = std::min(piece, src.size() - off);
+        while (p.a.dev->post_write(p.qa, id, src.data() + off, n, dst.va() + off, dst.keys.rkey, false) ==
+               Status::no_resource)
+            p.a.poll();
+        ++id;
+        ++posted;
+    }
+    run_until({&p.a, &p.b}, [&] { return p.a.comps.size() >= posted; }, 30);
+    for (const Completion& c : p.a.comps)
+        done_ok += c.status == Status::ok;
+    return done_ok == posted;
+}
+
+} // namespace
+
+TEST(SwCongestion, CeMarkedRequestsAreAnsweredWithCnpsThatCutTheSendersRate) {
+    Pair p;
+    ASSERT_TRUE(p.open(cc_cfg(cc::CcMode::dcqcn, 0.2), cc_cfg(cc::CcMode::dcqcn)));
+    const std::vector<uint8_t> src = random_bytes(4 << 20, 7);
+    Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
+    ASSERT_TRUE(write_all(p, dst, src));
+    EXPECT_EQ(dst.mem, src);
+    const DeviceStats sa = p.a.dev->stats(), sb = p.b.dev->stats();
+    EXPECT_GT(sa.faults_ce, 0u);
+    EXPECT_GT(sb.ce_received, 0u);              // read from the IP header by the receiver
+    EXPECT_GT(sb.cnps_sent, 0u);                // notification point
+    EXPECT_LE(sb.cnps_sent, sb.ce_received);    // at most one per mark (and one per interval)
+    EXPECT_EQ(sa.cnps_received, sb.cnps_sent);  // loopback: no CNP is lost
+    const cc::QpCc* cc = qp_cc(p.a, p.qa);
+    ASSERT_NE(cc, nullptr);
+    EXPECT_EQ(cc->counters().cnps_received, sa.cnps_received);
+    EXPECT_LT(cc->rate_bps(), 10e9);            // reaction point cut the rate
+    std::printf("[cc] 4 MiB WRITE, 20%% CE: marks %llu, CNPs %llu, rate now %.0f Mbit/s\n",
+                (unsigned long long)sb.ce_received, (unsigned long long)sb.cnps_sent, cc->rate_bps() / 1e6);
+}
+
+TEST(SwCongestion, CeMarkedReadResponsesThrottleTheReaderWithoutCnps) {
+    Pair p;
+    ASSERT_TRUE(p.open(cc_cfg(cc::CcMode::dcqcn), cc_cfg(cc::CcMode::dcqcn, 0.2)));
+    Region remote(p.b, random_bytes(2 << 20, 9));
+    std::vector<uint8_t> local(remote.mem.size(), 0);
+    ASSERT_EQ(p.a.dev->post_read(p.qa, 1, local.data(), local.size(), remote.va(), remote.keys.rkey), Status::ok);
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.a.find(1) != nullptr; }, 30));
+    EXPECT_EQ(p.a.find(1)->status, Status::ok);
+    EXPECT_EQ(local, remote.mem);
+    const DeviceStats sa = p.a.dev->stats(), sb = p.b.dev->stats();
+    EXPECT_GT(sa.ce_received, 0u);
+    EXPECT_GT(sa.cnps_local, 0u);     // the reader acted on its own rate
+    EXPECT_EQ(sa.cnps_sent, 0u);      // ... and told the responder nothing
+    EXPECT_EQ(sb.cnps_received, 0u);
+    EXPECT_LT(qp_cc(p.a, p.qa)->rate_bps(), 10e9);
+}
+
+TEST(SwCongestion, ModeOffCountsMarksButSendsNoCnp) {
+    Pair p;
+    ASSERT_TRUE(p.open(cc_cfg(cc::CcMode::off, 0.2), cc_cfg(cc::CcMode::off)));
+    const std::vector<uint8_t> src = random_bytes(1 << 20, 3);
+    Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
+    ASSERT_TRUE(write_all(p, dst, src));
+    EXPECT_EQ(dst.mem, src);
+    EXPECT_GT(p.b.dev->stats().ce_received, 0u);
+    EXPECT_EQ(p.b.dev->stats().cnps_sent, 0u);
+    EXPECT_EQ(qp_cc(p.a, p.qa), nullptr);
+}
+
+TEST(SwCongestion, PacerHoldsTheQpToItsRate) {
+    // A 200 Mbit/s line: 2 MiB cannot leave faster than ~84 ms (a lower bound only: a slow
+    // machine makes it longer, never shorter).
+    DeviceConfig ca = cc_cfg(cc::CcMode::dcqcn);
+    ca.line_rate_bps = 200e6;
+    Pair p;
+    ASSERT_TRUE(p.open(ca, cc_cfg(cc::CcMode::dcqcn)));
+    const std::vector<uint8_t> src = random_bytes(2 << 20, 5);
+    Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(write_all(p, dst, src));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(dst.mem, src);
+    const double floor_s = double(src.size()) * 8 / 200e6;
+    EXPECT_GT(s, 0.9 * floor_s) << "paced at more than the line rate";
+    EXPECT_GT(p.a.dev->stats().cc_paced, 0u);
+    std::printf("[cc] 2 MiB at a 200 Mbit/s pacer: %.1f ms (floor %.1f ms)\n", s * 1e3, floor_s * 1e3);
+}
