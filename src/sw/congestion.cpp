@@ -31,11 +31,15 @@ void DeviceImpl::cc_init(Qp& qp) {
     qp.cc.emplace(cfg_.cc, mode, cfg_.line_rate_bps, qp.mtu);
 }
 
-bool DeviceImpl::cc_may_send(Qp& qp, uint32_t bytes, uint64_t now) {
+bool DeviceImpl::cc_may_send(Qp& qp, uint32_t bytes, uint64_t now, uint32_t psn) {
     if (!qp.cc)
         return true;
+    // A retransmission is paced but never held by the window: the window counts the very packets
+    // it repeats, so waiting for their ACK would wait forever (measured: delay mode deadlocked a
+    // QP after the first loss until the peer timeout failed it).
+    const bool retransmission = wire::psn_diff(psn, qp.sent_hi) < 0;
     const uint64_t outstanding =
-        uint64_t(std::max(0, wire::psn_diff(qp.sent_hi, qp.una_psn))) * qp.mtu;
+        retransmission ? 0 : uint64_t(std::max(0, wire::psn_diff(qp.sent_hi, qp.una_psn))) * qp.mtu;
     const cc::Nanos t = qp.cc->next_send_time(cc::Nanos(now), bytes, outstanding);
     if (t <= cc::Nanos(now)) {
         qp.cc_wake_ns = 0;

@@ -117,9 +117,9 @@ public:
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
     // congestion control (congestion.cpp)
     void cc_init(Qp& qp);
-    // Whether a packet of `bytes` (READ requests: the bytes they ask for) may leave now; if not,
-    // the QP's cc_wake_ns says when to try again.
-    bool cc_may_send(Qp& qp, uint32_t bytes, uint64_t now);
+    // Whether the packet at `psn` of `bytes` (READ requests: the bytes they ask for) may leave
+    // now; if not, the QP's cc_wake_ns says when to try again (0: at the next ACK).
+    bool cc_may_send(Qp& qp, uint32_t bytes, uint64_t now, uint32_t psn);
     void cc_sent(Qp& qp, uint32_t bytes, uint64_t now);
     void cc_ce(Qp& qp, uint8_t opcode, uint64_t now);   // a CE-marked packet arrived for the QP
     void cc_cnp(Qp& qp, uint64_t now);                  // a CNP arrived for the QP

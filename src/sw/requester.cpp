@@ -106,7 +106,7 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
                 return;
             const size_t off = size_t(qp.send_pkt) * qp.mtu;
             const size_t n = std::min<size_t>(qp.mtu, w.len - std::min(w.len, off));
-            if (!cc_may_send(qp, uint32_t(n + pkt_overhead), now))
+            if (!cc_may_send(qp, uint32_t(n + pkt_overhead), now, psn))
                 return;
             const bool last = qp.send_pkt + 1 == w.npkts;
             if (w.op == OpKind::send) {
@@ -145,7 +145,7 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
             const size_t end = std::min(w.len, size_t(chunk_end) * qp.mtu);
             // The reader paces the responses it asks for (congestion.cpp).
             const uint32_t resp_bytes = uint32_t(end - std::min(end, off)) + pkts * pkt_overhead;
-            if (!cc_may_send(qp, resp_bytes, now))
+            if (!cc_may_send(qp, resp_bytes, now, psn))
                 return;
             pkt.bth.opcode = uint8_t(Opcode::rc_read_request);
             pkt.bth.ack_req = true;
@@ -167,7 +167,7 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
         case OpKind::cmp_swap:
             if (inflight > 0 && uint32_t(inflight) >= uint32_t(qp.cwnd))
                 return;
-            if (!cc_may_send(qp, pkt_overhead + 28, now))
+            if (!cc_may_send(qp, pkt_overhead + 28, now, psn))
                 return;
             pkt.bth.opcode = uint8_t(w.op == OpKind::fetch_add ? Opcode::rc_fetch_add : Opcode::rc_cmp_swap);
             pkt.bth.ack_req = true;

@@ -127,3 +127,22 @@ TEST(SwCongestion, PacerHoldsTheQpToItsRate) {
     EXPECT_GT(p.a.dev->stats().cc_paced, 0u);
     std::printf("[cc] 2 MiB at a 200 Mbit/s pacer: %.1f ms (floor %.1f ms)\n", s * 1e3, floor_s * 1e3);
 }
+
+TEST(SwCongestion, DelayWindowNeverHoldsBackARetransmission) {
+    // Delay-based window with a target far below the loopback RTT (the window sits at its
+    // minimum) and 5% of a's packets dropped: a retransmission must not wait for the window that
+    // counts the very packet it repeats (that deadlocked the QP until the peer timeout).
+    DeviceConfig ca = cc_cfg(cc::CcMode::delay);
+    ca.cc.delay.target = 1000;   // 1 us
+    ca.faults.drop = 0.05;
+    ca.retransmit_timeout_us = 1000;
+    Pair p;
+    ASSERT_TRUE(p.open(ca, cc_cfg(cc::CcMode::delay)));
+    const std::vector<uint8_t> src = random_bytes(1 << 20, 11);
+    Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
+    ASSERT_TRUE(write_all(p, dst, src));
+    EXPECT_EQ(dst.mem, src);
+    EXPECT_GT(p.a.dev->stats().faults_dropped, 0u);
+    EXPECT_GT(p.a.dev->stats().retransmits, 0u);
+    std::printf("[cc] delay window %.0f B after 1 MiB with 5%% drops\n", qp_cc(p.a, p.qa)->cwnd_bytes());
+}

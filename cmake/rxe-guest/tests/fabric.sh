@@ -50,6 +50,7 @@ FABRIC_COUNT=${ROCE_FABRIC_COUNT:-16}
 FABRIC_DCQCN_ENV=${ROCE_FABRIC_DCQCN_ENV-UCX_RC_ROCE_DCQCN_TIMER=5.5ms UCX_RC_ROCE_DCQCN_ALPHA_TIMER=5.5ms \
 UCX_RC_ROCE_CNP_INTERVAL=5ms UCX_RC_ROCE_DCQCN_BYTE_COUNTER=100KB UCX_RC_ROCE_DCQCN_RAI=400kbps \
 UCX_RC_ROCE_DCQCN_RHAI=4Mbps UCX_RC_ROCE_DCQCN_F=2 UCX_RC_ROCE_MAX_READ_REQUEST=16k UCX_RC_ROCE_CC_LINE_RATE=0.04}
+FABRIC_CC_EXTRA=${ROCE_FABRIC_CC_EXTRA-}   # more UCX_* settings for every run (e.g. of mode delay)
 FABRIC_RED=${ROCE_FABRIC_RED:-min 40000 max 120000 burst 10 probability 0.1}
 
 fabric_ns() { [ "$1" = 0 ] && echo ccr0 || echo "ccs$1"; }
@@ -140,6 +141,7 @@ fabric_incast() {
   qpid=$!
   local -a envs=(UCX_TLS=rc_roce,self UCX_NET_DEVICES=fab0 "UCX_RC_ROCE_CC=$mode" "UCX_RC_ROCE_STATS_DIR=$stats")
   [ "$mode" = dcqcn ] && read -ra extra <<<"$FABRIC_DCQCN_ENV" && envs+=("${extra[@]}")
+  [ -n "${FABRIC_CC_EXTRA:-}" ] && read -ra extra <<<"$FABRIC_CC_EXTRA" && envs+=("${extra[@]}")
   # Without CC the senders lock each other out of the tail-dropping queue for seconds at a time:
   # with the default PEER_TIMEOUT (5 s) the reader declares a sender dead and the job aborts
   # (measured). Long enough here that the run completes and shows its numbers.
