@@ -24,7 +24,7 @@
 #                        the data to the first sender done) >= 85% of the bottleneck (the 90% target
 #                        is reported as met/missed: medians are 88-93% here), Jain >= 0.95 over the
 #                        senders' bytes in that window, RED queue p95 < 3/4 of its limit, CNPs
-#                        counted; and the off run queued more and delivered < 1/1.3 of that
+#                        counted; and the off run queued more and dropped > 10x (+100) as many
 # Figures per run (rxe-result cc.<mode>[.<run>].*): goodput overall and steady (Mbit/s and % of the
 # bottleneck), Jain, the bottleneck queue (RED backlog sampled every 100 ms: max, mean, p95), CE
 # marks and drops at the switch, CE marks received / CNPs sent / CNPs answered locally /
@@ -128,12 +128,12 @@ qstat() {
 }
 
 # fabric_incast <mode> [run]: one incast; its figures go to the rxe-results cc.<mode>[.<run>].* and
-# to FAB_SPCT / FAB_SJAIN / FAB_QP95 / FAB_CNPS for the caller's checks.
+# to FAB_SPCT / FAB_SJAIN / FAB_QP95 / FAB_CNPS / FAB_DROPS for the caller's checks.
 fabric_incast() {
   local mode=$1 tag=$1${2:+.$2} stats qlog qpid marked0 pdrop0 dropped0
   local name=cc.incast.$tag
   stats=$OUT/cc-stats-$tag qlog=$OUT/cc-queue-$tag
-  FAB_SPCT=0 FAB_SJAIN=0 FAB_QP95=999999999 FAB_CNPS=0
+  FAB_SPCT=0 FAB_SJAIN=0 FAB_QP95=999999999 FAB_CNPS=0 FAB_DROPS=999999999
   rm -rf "$stats" "$qlog"; mkdir -p "$stats"
   marked0=$(qstat marked) pdrop0=$(qstat pdrop) dropped0=$(qstat dropped)
   rm -f "$qlog.stop"
@@ -212,7 +212,7 @@ fabric_incast() {
   result "cc.$tag.cnps_sent" "$cnps" packets
   result "cc.$tag.cnps_local" "$local_cnps" packets
   result "cc.$tag.retransmits" "$retx" packets
-  FAB_SPCT=$spct FAB_SJAIN=$sjain FAB_QP95=$qp95 FAB_CNPS=$((cnps + local_cnps))
+  FAB_SPCT=$spct FAB_SJAIN=$sjain FAB_QP95=$qp95 FAB_CNPS=$((cnps + local_cnps)) FAB_DROPS=$((dropped + pdrop))
 }
 
 # median3 <a> <b> <c> (integers or fixed-point strings of equal format)
@@ -225,14 +225,15 @@ cc_group() {
   fi
   # DCQCN three times (the TCG guest's figures vary by a few percent from run to run): the
   # acceptance is on the medians.
-  local -a spct=() sjain=() qp95=() i cnps=0
+  local -a spct=() sjain=() qp95=() drops=() i cnps=0
   for i in 1 2 3; do
     fabric_incast dcqcn "$i"
-    spct+=("$FAB_SPCT") sjain+=("$FAB_SJAIN") qp95+=("$FAB_QP95"); cnps=$((cnps + FAB_CNPS))
+    spct+=("$FAB_SPCT") sjain+=("$FAB_SJAIN") qp95+=("$FAB_QP95") drops+=("$FAB_DROPS"); cnps=$((cnps + FAB_CNPS))
   done
   fabric_incast off
-  local m_spct m_sjain m_qp95 why=""
+  local m_spct m_sjain m_qp95 m_drops why=""
   m_spct=$(median3 "${spct[@]}") m_sjain=$(median3 "${sjain[@]}") m_qp95=$(median3 "${qp95[@]}")
+  m_drops=$(median3 "${drops[@]}")
   result cc.dcqcn.median.steady_goodput_pct_of_bottleneck "$m_spct" %
   result cc.dcqcn.median.steady_jain "$m_sjain" index
   result cc.dcqcn.median.queue_p95 "$m_qp95" bytes
@@ -246,9 +247,10 @@ cc_group() {
   [[ $m_sjain > 0.95 ]] || why+="median steady jain $m_sjain < 0.95; "
   [ "$m_qp95" -lt $((FABRIC_RED_LIMIT * 3 / 4)) ] || why+="median queue p95 ${m_qp95} B >= 3/4 of the RED limit; "
   [ $cnps -gt 0 ] || why+="no CNPs; "
-  # Without CC the same run must look worse: more queue, less goodput.
+  # Without CC the same run must look worse: more queue and far more drops. (Its goodput is not
+  # a stable contrast: the device's own loss-based window gave 25-60% in most runs, 92% in one.)
   [ "$FAB_QP95" -gt "$m_qp95" ] || why+="CC off queued less (${FAB_QP95} B) than dcqcn; "
-  [ $((FAB_SPCT * 13 / 10)) -lt "$m_spct" ] || why+="CC off reached ${FAB_SPCT}%, not 1.3x below dcqcn; "
+  [ "$FAB_DROPS" -gt $(( 10 * m_drops + 100 )) ] || why+="CC off dropped ${FAB_DROPS}, dcqcn ${m_drops}; "
   if [ -z "$why" ]; then
     PASSED+=(cc.acceptance); printf 'rxe-step name=cc.acceptance status=pass\n' | tee -a "$RESULTS"
   else
