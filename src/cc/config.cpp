@@ -230,8 +230,8 @@ constinit const CcVar cc_config_vars[] = {
     {"DELAY_INIT_CWND", "256KB", "size", "Delay control: window of a new QP.",
      [](CcConfig& c, std::string_view v, std::string& p) { return set_size_double(c.delay.init_cwnd, v, p); }},
     {"MAX_RD_BYTES", "4MB", "size",
-     "Cap on RDMA READ response bytes outstanding per QP, in every CC mode (the count of READs is capped by "
-     "MAX_RD_ATOMIC of the interface table).",
+     "Userspace device: cap on RDMA READ response bytes outstanding per QP, in every CC mode (the count of "
+     "READs is capped by MAX_RD_ATOMIC of the interface table; re-issued READs are not held back).",
      [](CcConfig& c, std::string_view v, std::string& p) { return set_size_field(c.read_cap.max_bytes, v, p); }},
 };
 static_assert(std::size(cc_config_vars) == cc_config_var_count, "update cc_config_var_count");

@@ -163,6 +163,7 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(dropped_unknown_qp) ROCE_SW_STAT(gso_sends) ROCE_SW_STAT(gro_datagrams)
     ROCE_SW_STAT(rx_nonzero_ipv4_id) ROCE_SW_STAT(ce_received) ROCE_SW_STAT(cnps_sent)
     ROCE_SW_STAT(cnps_received) ROCE_SW_STAT(cnps_local) ROCE_SW_STAT(faults_ce) ROCE_SW_STAT(cc_paced)
+    ROCE_SW_STAT(reads_capped)
 #undef ROCE_SW_STAT
     return out;
 }

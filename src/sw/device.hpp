@@ -110,6 +110,7 @@ struct DeviceStats {
     // responses answered locally (the reader paces its own READs), CE marks the fault injector
     // set, and times a QP's pacer or window held a packet back.
     uint64_t ce_received, cnps_sent, cnps_received, cnps_local, faults_ce, cc_paced;
+    uint64_t reads_capped;   // READ requests held back by MAX_RD_BYTES
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its

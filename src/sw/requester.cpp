@@ -48,6 +48,20 @@ namespace {
 // headers, roughly): what the pacer charges per packet.
 constexpr uint32_t pkt_overhead = 20 + 8 + 12 + 4 + 16;
 
+// READ response bytes asked for and not yet received, over the QP's READ work requests.
+uint64_t read_bytes_outstanding(const Qp& qp) {
+    uint64_t pkts = 0;
+    for (size_t i = 0; i < qp.sq.size() && i <= qp.send_idx; ++i) {
+        const Wr& w = qp.sq[i];
+        if (w.op != OpKind::read || !w.psn_assigned)
+            continue;
+        const uint32_t issued = i < qp.send_idx ? w.npkts : qp.send_pkt;
+        if (issued > w.resp_pkts)
+            pkts += issued - w.resp_pkts;
+    }
+    return pkts * qp.mtu;
+}
+
 uint8_t send_opcode(uint32_t idx, uint32_t n, bool imm) {
     if (n == 1)
         return uint8_t(imm ? Opcode::rc_send_only_imm : Opcode::rc_send_only);
@@ -143,6 +157,15 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
                 return;
             const size_t off = size_t(qp.send_pkt) * qp.mtu;
             const size_t end = std::min(w.len, size_t(chunk_end) * qp.mtu);
+            // UCX_RC_ROCE_MAX_RD_BYTES: response bytes in flight per QP, in every CC mode (each
+            // READ makes the responder send all it asks for at once). Re-issues are not held.
+            if (wire::psn_diff(psn, qp.sent_hi) >= 0) {
+                const uint64_t out = read_bytes_outstanding(qp);
+                if (out > 0 && out + (end - std::min(end, off)) > cfg_.cc.read_cap.max_bytes) {
+                    st_.reads_capped++;
+                    return;
+                }
+            }
             // The reader paces the responses it asks for (congestion.cpp).
             const uint32_t resp_bytes = uint32_t(end - std::min(end, off)) + pkts * pkt_overhead;
             if (!cc_may_send(qp, resp_bytes, now, psn))

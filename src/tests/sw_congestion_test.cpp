@@ -146,3 +146,26 @@ TEST(SwCongestion, DelayWindowNeverHoldsBackARetransmission) {
     EXPECT_GT(p.a.dev->stats().retransmits, 0u);
     std::printf("[cc] delay window %.0f B after 1 MiB with 5%% drops\n", qp_cc(p.a, p.qa)->cwnd_bytes());
 }
+
+TEST(SwCongestion, ReadBytesInFlightStayUnderMaxRdBytes) {
+    // UCX_RC_ROCE_MAX_RD_BYTES (cc read_cap.max_bytes) holds READ requests back, in every CC mode:
+    // a 2 MiB READ with a 64 KiB cap goes out in pieces, each asked for once the previous ones'
+    // responses are in; the default cap (4 MiB) never holds it.
+    for (const uint64_t cap : {uint64_t(64) << 10, uint64_t(4) << 20}) {
+        DeviceConfig ca = cc_cfg(cc::CcMode::off);
+        ca.cc.read_cap.max_bytes = cap;
+        ca.max_read_request = 16 << 10;
+        Pair p;
+        ASSERT_TRUE(p.open(ca, cc_cfg(cc::CcMode::off)));
+        Region remote(p.b, random_bytes(2 << 20, 13));
+        std::vector<uint8_t> local(remote.mem.size(), 0);
+        ASSERT_EQ(p.a.dev->post_read(p.qa, 1, local.data(), local.size(), remote.va(), remote.keys.rkey), Status::ok);
+        ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.a.find(1) != nullptr; }, 30));
+        EXPECT_EQ(p.a.find(1)->status, Status::ok);
+        EXPECT_EQ(local, remote.mem);
+        if (cap < (1u << 20))
+            EXPECT_GT(p.a.dev->stats().reads_capped, 0u) << "cap " << cap;
+        else
+            EXPECT_EQ(p.a.dev->stats().reads_capped, 0u) << "cap " << cap;
+    }
+}
