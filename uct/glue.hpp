@@ -277,6 +277,18 @@ unsigned iface_progress(uct_iface_h tl_iface) noexcept;
 // cross-checked; `err` is one line naming the setting and the valid choices.
 Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err);
 Status cc_settings(const IfaceConfig& config, cc::CcConfig& out, std::string& err);
+// (name, value) of every setting of a declarative table (gid::gid_config_vars, cc::cc_config_vars)
+// whose values UCX stored as strings in table order: what their parse_*_config functions take.
+template <typename Vars>
+std::vector<std::pair<std::string, std::string>> table_settings(const Vars& vars, char* const* values) {
+    std::vector<std::pair<std::string, std::string>> settings;
+    size_t i = 0;
+    for (const auto& v : vars) {
+        settings.emplace_back(std::string(v.name), values[i] != nullptr ? values[i] : "");
+        ++i;
+    }
+    return settings;
+}
 // The same settings from the environment (UCX_RC_ROCE_*), for the device lists: a device on which
 // they leave nothing to choose is not listed (unless that would leave none: opening one then
 // explains why). nullopt when they do not parse (iface open reports it).

@@ -422,21 +422,11 @@ ucs_status_t validate_config(const IfaceConfig& c) {
 } // namespace
 
 Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err) {
-    std::vector<std::pair<std::string, std::string>> settings;
-    for (size_t i = 0; i < n_gid_settings; ++i) {
-        settings.emplace_back(std::string(gid::gid_config_vars[i].name),
-                              config.gid[i] != nullptr ? config.gid[i] : "");
-    }
-    return gid::parse_gid_config(settings, out, err);
+    return gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), out, err);
 }
 
 Status cc_settings(const IfaceConfig& config, cc::CcConfig& out, std::string& err) {
-    std::vector<std::pair<std::string, std::string>> settings;
-    for (size_t i = 0; i < n_cc_settings; ++i) {
-        settings.emplace_back(std::string(cc::cc_config_vars[i].name),
-                              config.cc[i] != nullptr ? config.cc[i] : "");
-    }
-    return cc::parse_cc_config(settings, out, err);
+    return cc::parse_cc_config(table_settings(cc::cc_vars(), config.cc), out, err);
 }
 
 std::optional<gid::GidConfig> gid_settings_from_env() {

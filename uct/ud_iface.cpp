@@ -379,14 +379,10 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
         if (status != UCS_OK) {
             return status;
         }
-        std::vector<std::pair<std::string, std::string>> settings;
-        for (size_t i = 0; i < n_gid_settings; ++i) {
-            settings.emplace_back(std::string(gid::gid_config_vars[i].name),
-                                  config.gid[i] != nullptr ? config.gid[i] : "");
-        }
         gid::GidConfig gid_cfg;
         std::string gid_err;
-        if (gid::parse_gid_config(settings, gid_cfg, gid_err) != Status::ok) {
+        if (gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), gid_cfg, gid_err) !=
+            Status::ok) {
             ucs_error("ud_roce: %s", gid_err.c_str());
             return UCS_ERR_INVALID_PARAM;
         }

@@ -12,7 +12,6 @@
 // ask for, and a CE mark on a READ response acts on its own reaction point instead of becoming
 // a CNP to the responder (counted as cnps_local). Rendezvous in UCP is READ-based by default, so
 // this is the path that carries MPI's large messages.
-#include <cstring>
 #include <netinet/in.h>
 
 #include "common/log.hpp"
@@ -20,15 +19,17 @@
 
 namespace roce::sw {
 
-void DeviceImpl::cc_init(Qp& qp) {
+cc::CcMode DeviceImpl::resolve_cc_mode() const {
     const WireAddr& a = sock_.local();
-    static constexpr uint8_t v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    const bool loopback = a.family == AF_INET ? a.ip[0] == 127 : std::memcmp(a.ip, v6_loopback, 16) == 0;
-    const cc::CcMode mode = cc::resolve_mode(
-        cfg_.cc.mode, loopback ? cc::DeviceKind::userspace_loopback : cc::DeviceKind::userspace);
-    if (mode == cc::CcMode::off)
-        return;
-    qp.cc.emplace(cfg_.cc, mode, cfg_.line_rate_bps, qp.mtu);
+    const bool loopback = a.family == AF_INET ? a.ip[0] == 127
+                                              : IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(a.ip));
+    return cc::resolve_mode(cfg_.cc.mode,
+                            loopback ? cc::DeviceKind::userspace_loopback : cc::DeviceKind::userspace);
+}
+
+void DeviceImpl::cc_init(Qp& qp) {
+    if (cc_mode_ != cc::CcMode::off)
+        qp.cc.emplace(cfg_.cc, cc_mode_, cfg_.line_rate_bps, qp.mtu);
 }
 
 bool DeviceImpl::cc_may_send(Qp& qp, uint32_t bytes, uint64_t now, uint32_t psn) {

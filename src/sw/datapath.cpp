@@ -275,18 +275,19 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
         st_.dropped_unknown_qp++;
         return;
     }
-    qp->last_heard_ns = now_ns();
+    const uint64_t now = now_ns();
+    qp->last_heard_ns = now;
     const uint8_t op = pkt.bth.opcode;
     if (op == uint8_t(wire::Opcode::cnp)) {
-        cc_cnp(*qp, now_ns());
+        cc_cnp(*qp, now);
         return;
     }
     if (ce)
-        cc_ce(*qp, op, now_ns());
+        cc_ce(*qp, op, now);
     if (op <= 0x0c || op == 0x13 || op == 0x14) {
         resp_packet(*qp, pkt);
     } else if (op >= 0x0d && op <= 0x12) {
-        comp_packet(*qp, pkt, now_ns());
+        comp_packet(*qp, pkt, now);
     } else {
         st_.malformed++;   // UC/UD/CNP/invalidate opcodes on an RC QP
     }

@@ -63,6 +63,7 @@ Status DeviceImpl::init() {
     window_pkts_ = std::clamp<uint32_t>(uint32_t(sock_.rcvbuf_bytes()) / 2 / per_pkt, 16, 256);
     read_chunk_pkts_ = std::clamp<uint32_t>(uint32_t(cfg_.max_read_request / cfg_.mtu), 1,
                                             std::max<uint32_t>(1, window_pkts_ / 8));
+    cc_mode_ = resolve_cc_mode();   // needs the bound address
 
     if (!cfg_.pcap_path.empty()) {
         std::string err;

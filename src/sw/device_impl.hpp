@@ -41,8 +41,8 @@ inline constexpr unsigned rx_batch = 64;
 // The ICRC check cannot see the IPv4 ID; the ID-agnostic check accepts IDs below this (0 for
 // single datagrams, 0,1,2.. for GSO segments) so a corrupted packet passes with p ~ 2^-26.
 inline constexpr uint16_t max_plausible_ipv4_id = 64;
-inline constexpr uint8_t wire_ecn_ce = 0x3;
-inline constexpr uint64_t max_rto_ns = 1'000'000'000;   // the doubled retransmission timeout stops here   // ECN field (ToS bits 1..0) "congestion experienced"
+inline constexpr uint8_t wire_ecn_ce = 0x3;                 // ECN field (ToS bits 1..0) "congestion experienced"
+inline constexpr uint64_t max_rto_ns = 1'000'000'000;   // the doubled retransmission timeout stops here
 
 uint64_t now_ns();
 // ICRC change of a UDP payload of this length when its IPv4 ID goes from 0 to `id` (GSO).
@@ -116,6 +116,7 @@ public:
     void resp_packet(Qp& qp, const wire::Packet& pkt);
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
     // congestion control (congestion.cpp)
+    cc::CcMode resolve_cc_mode() const;   // cfg_.cc.mode for this device (auto: off on loopback)
     void cc_init(Qp& qp);
     // Whether the packet at `psn` of `bytes` (READ requests: the bytes they ask for) may leave
     // now; if not, the QP's cc_wake_ns says when to try again (0: at the next ACK).
@@ -148,6 +149,7 @@ public:
     DeviceStats st_{};
     uint32_t window_pkts_ = 256;     // in-flight packets per QP
     uint32_t read_chunk_pkts_ = 32;  // response packets per READ request
+    cc::CcMode cc_mode_ = cc::CcMode::off;   // of every QP (resolve_cc_mode at init)
     static constexpr double min_cwnd = 8;
 
     std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;

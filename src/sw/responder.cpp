@@ -109,17 +109,17 @@ struct Resp {
         const uint32_t p = pkt.bth.psn;
         const auto op = Opcode(pkt.bth.opcode);
         if (op == Opcode::rc_read_request) {
+            const uint32_t len = pkt.reth.dma_len;
+            const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
+            if (len > (1u << 31) || (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read)))
+                return;
             for (const ReplayEntry& e : qp.replay) {
                 if (!e.valid || e.atomic)
                     continue;
                 const int32_t d = wire::psn_diff(p, e.psn);
                 if (d < 0 || uint32_t(d) >= e.npkts)
                     continue;
-                const uint32_t len = pkt.reth.dma_len;
-                const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
                 if (uint32_t(d) + n > e.npkts)
-                    return;
-                if (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read))
                     return;
                 read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, d != 0);
                 return;
@@ -128,10 +128,6 @@ struct Resp {
             // after heavy loss): READ is idempotent, so answer it from its own RETH, access
             // checked as for a new request. Ignoring it would leave the requester without the
             // data for good and fail the QP.
-            const uint32_t len = pkt.reth.dma_len;
-            const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
-            if (len > (1u << 31) || (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read)))
-                return;
             read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, false);
             return;
         }
