@@ -13,7 +13,7 @@ packages=(
   openmpi-bin libopenmpi-dev netpipe-openmpi
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
   libpcap-dev tshark iproute2 python3
-  librdmacm-dev lammps hpcc python3-matplotlib
+  librdmacm-dev lammps hpcc python3-matplotlib libhwloc-dev
 )
 
 need=()

@@ -5,7 +5,8 @@
 #   counters  while the pair runs, `roce_doctor counters --live` shows both processes with
 #             tx/rx packets > 0; after it, both files remain (marked exited) with the final
 #             counters; the packet traces the pair wrote decode in tshark without errors
-#   faults    with UCX_RC_ROCE_FAULT_DROP=0.02 the retransmit counters are > 0
+#   faults    with UCX_RC_ROCE_FAULT_DROP=0.02 the retransmit counters are > 0 and the per-peer
+#             sums (over the QPs) equal each interface's
 set -uo pipefail
 envfile=$1 doctor=$2 tshark_check=$3 mode=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +60,19 @@ faults)
   read -r n retx _ < <("$doctor" counters "$dir" --json | sum_counter retransmits)
   echo "[diag] $n interfaces, retransmits $retx with UCX_RC_ROCE_FAULT_DROP=$UCX_RC_ROCE_FAULT_DROP"
   if [ "$n" -ne 2 ] || [ "$retx" -le 0 ]; then echo "[diag] FAIL: no retransmissions counted"; exit 1; fi
+  # Per peer: the QPs' retransmissions add up to their interface's (every retransmission is some
+  # QP's), and each interface names the other as its peer.
+  "$doctor" counters "$dir" --json | python3 -c '
+import json, sys
+bad = 0
+for i in json.load(sys.stdin)["interfaces"]:
+    dev = i["counters"].get("retransmits", 0)
+    peers = i["peers"]
+    per_peer = sum(p["counters"].get("retransmits", 0) for p in peers)
+    print("[diag] %s: retransmits %d, per peer %s" % (i["address"], dev, {p["peer"]: p["counters"].get("retransmits", 0) for p in peers}))
+    if not peers or per_peer != dev:
+        bad = 1
+sys.exit(bad)' || { echo "[diag] FAIL: per-peer retransmissions do not add up to the device counters"; exit 1; }
   ;;
 *) echo "usage: $0 ENV_FILE ROCE_DOCTOR TSHARK_CHECK counters|faults"; exit 2 ;;
 esac

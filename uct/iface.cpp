@@ -331,6 +331,9 @@ void write_stats(Iface* iface) {
     clock_gettime(CLOCK_REALTIME, &ts);
     snap.time = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
     snap.counters = iface->dev->counters();
+    for (auto& q : iface->dev->qp_counters())
+        snap.qps.push_back({q.qpn, q.dest_qpn, std::move(q.peer), q.closed ? "closed" : to_string(q.state),
+                            std::move(q.counters)});
     std::string err;
     if (write_counter_file(iface->stats_dir, iface->stats_file, snap, err) != Status::ok) {
         ucs_warn("rc_roce: UCX_RC_ROCE_STATS_DIR: %s; counters are no longer written", err.c_str());

@@ -28,6 +28,12 @@ Status write_counter_file(const std::string& dir, const std::string& name, const
                  snap.address.c_str(), snap.time);
     for (const auto& [k, v] : snap.counters)
         std::fprintf(f, "%s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
+    for (const auto& q : snap.qps) {
+        std::fprintf(f, "# qp qpn=0x%x dest_qpn=0x%x peer=%s state=%s\n", q.qpn, q.dest_qpn, q.peer.c_str(),
+                     q.state.c_str());
+        for (const auto& [k, v] : q.counters)
+            std::fprintf(f, "%s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
+    }
     const bool write_ok = !std::ferror(f);
     if (std::fclose(f) != 0 || !write_ok) {
         err = "cannot write " + tmp + ": " + std::strerror(errno);
@@ -70,12 +76,30 @@ Status read_counter_file(const std::string& path, CounterSnapshot& out, std::str
         err = path + ": header without a pid";
         return Status::invalid_param;
     }
+    auto* into = &out.counters;   // the device's counters, then each QP section's
     while (std::getline(in, line)) {
+        if (line.rfind("# qp ", 0) == 0) {
+            QpSnapshot q;
+            std::istringstream words(line.substr(5));
+            while (words >> word) {
+                const auto eq = word.find('=');
+                if (eq == std::string::npos)
+                    continue;
+                const std::string k = word.substr(0, eq), v = word.substr(eq + 1);
+                if (k == "qpn") q.qpn = uint32_t(std::strtoul(v.c_str(), nullptr, 0));
+                else if (k == "dest_qpn") q.dest_qpn = uint32_t(std::strtoul(v.c_str(), nullptr, 0));
+                else if (k == "peer") q.peer = v;
+                else if (k == "state") q.state = v;
+            }
+            out.qps.push_back(std::move(q));
+            into = &out.qps.back().counters;
+            continue;
+        }
         std::istringstream l(line);
         std::string name;
         unsigned long long v;
         if (l >> name >> v)
-            out.counters.emplace_back(name, v);
+            into->emplace_back(name, v);
     }
     return Status::ok;
 }

@@ -4,6 +4,9 @@
 // `roce_doctor counters DIR` reads them. Format, text:
 //   # rc_roce pid=<pid> device=<name> address=<ip:port> time=<unix seconds.ms>
 //   <counter> <value>          one line per counter, in the device's order
+//   # qp qpn=<hex> dest_qpn=<hex> peer=<ip:port> state=<rts|...|closed>   (closed: destroyed
+//                              QPs to that peer, summed; qpn 0)
+//   <counter> <value>          that QP's counters (gauges end in _now), one section per QP
 #pragma once
 
 #include <cstdint>
@@ -15,12 +18,20 @@
 
 namespace roce {
 
+struct QpSnapshot {
+    uint32_t qpn = 0, dest_qpn = 0;
+    std::string peer;         // the peer device's address
+    std::string state;
+    std::vector<std::pair<std::string, uint64_t>> counters;
+};
+
 struct CounterSnapshot {
     long pid = 0;
     std::string device;       // rc_roce device name (netdev, or RDMA device:port)
     std::string address;      // the interface's wire address
     double time = 0;          // when written (seconds since the epoch)
     std::vector<std::pair<std::string, uint64_t>> counters;
+    std::vector<QpSnapshot> qps;
 };
 
 // "rc_roce.<pid>.<device>.<port>"

@@ -64,6 +64,7 @@ struct RecvMessage {
 };
 
 enum class QpState : uint8_t { reset, connecting, rts, error };
+const char* to_string(QpState s);   // "reset", "connecting", "rts", "error"
 
 // Protection domain: the memory regions peers may access remotely.
 class RcPd {
@@ -87,6 +88,19 @@ public:
     virtual Counters counters() const = 0;
     // counters() as "name=value name=value ...", for one log line.
     std::string stats_text() const;
+    // Per-QP counters (what went to and came from one peer QP) and gauges (current CC rate,
+    // window, RTT: named *_now), for the live counter files; peers are summed by roce_doctor.
+    // Destroyed QPs are kept as one entry per peer (closed, qpn 0) with the sums of their
+    // counters, so a peer's totals do not shrink when connections go away.
+    struct QpCounters {
+        uint32_t qpn = 0;
+        uint32_t dest_qpn = 0;
+        std::string peer;          // the peer device's WireAddr::to_string()
+        QpState state = QpState::reset;
+        Counters counters;
+        bool closed = false;
+    };
+    virtual std::vector<QpCounters> qp_counters() const = 0;
 
     // --- queue pairs
     // Creates an RC QP in reset state; returns its QPN.

@@ -5,21 +5,19 @@
 //   `wire`: reads a packet capture (tcpdump -w / dumpcap -P) and prints, per RoCEv2 flow, the
 //   traffic class its packets really carried: what the switches see.
 //   `counters`: the live counters rc_roce interfaces write with UCX_RC_ROCE_STATS_DIR=DIR, one
-//   block per interface (processes that have exited are marked), or JSON.
+//   block per interface (processes that have exited are marked) with its peers and QPs, or JSON
+//   (doctor_counters.cpp).
 //
 //   roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... [--set NAME=VALUE]...
 //   roce_doctor wire FILE.pcap
-//   roce_doctor counters [DIR] [--json] [--live]
+//   roce_doctor counters [DIR] [--json] [--live] [--device]
 //
 // --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
 // system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
 // environment, then --set. --netdev shows the table the userspace device synthesises for IF.
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
-#include <ctime>
-#include <dirent.h>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -27,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/counters_file.hpp"
 #include "gid/config.hpp"
+#include "gid/doctor.hpp"
 #include "gid/explain.hpp"
 #include "gid/gid_table.hpp"
 #include "gid/netdev.hpp"
@@ -56,10 +54,8 @@ int usage(FILE* f) {
                  "  One line per RoCEv2 flow (UDP port 4791, or any port when the ICRC verifies) of the\n"
                  "  capture and traffic class:\n"
                  "  flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E  (KIND: rc, uc, ud, cnp, other)\n"
-                 "usage: roce_doctor counters [DIR] [--json] [--live]\n"
-                 "  The counters of every rc_roce interface that writes to DIR (UCX_RC_ROCE_STATS_DIR=DIR;\n"
-                 "  default: that variable). Interfaces of processes that have exited are marked, or with\n"
-                 "  --live left out.\n");
+                 "usage: roce_doctor counters [DIR] [--json] [--live] [--device]\n"
+                 "  Live counters of rc_roce interfaces (UCX_RC_ROCE_STATS_DIR): device, per peer, per QP.\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -104,118 +100,6 @@ int wire_main(int argc, char** argv) {
         std::printf("%s packets=%u%s\n", key.substr(0, tos).c_str(), n, key.substr(tos).c_str());
     }
     if (flows.empty()) std::printf("no RoCEv2 packets (UDP port 4791 or a valid ICRC) in %s (%zu frames)\n", argv[2], frames.size());
-    return 0;
-}
-
-// ---- `roce_doctor counters`
-
-bool pid_alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
-
-std::string json_string(const std::string& v) {
-    std::string out = "\"";
-    for (const char c : v) {
-        if (c == '"' || c == '\\') { out += '\\'; out += c; }
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof(b), "\\u%04x", c);
-            out += b;
-        } else out += c;
-    }
-    return out + "\"";
-}
-
-int counters_main(int argc, char** argv) {
-    std::string dir;
-    bool json = false, live_only = false;
-    for (int i = 2; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "-h" || a == "--help") return usage(stdout);
-        if (a == "--json") json = true;
-        else if (a == "--live") live_only = true;
-        else if (a[0] == '-' || !dir.empty()) {
-            std::fprintf(stderr, "roce_doctor counters: unexpected argument '%s'\n", a.c_str());
-            return usage(stderr);
-        } else dir = a;
-    }
-    if (dir.empty()) {
-        const char* env = std::getenv("UCX_RC_ROCE_STATS_DIR");
-        if (env == nullptr || *env == '\0') {
-            std::fprintf(stderr, "roce_doctor counters: no DIR given and UCX_RC_ROCE_STATS_DIR is not set\n");
-            return 2;
-        }
-        dir = env;
-    }
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-        std::fprintf(stderr, "error: cannot open %s: %s\n", dir.c_str(), std::strerror(errno));
-        return 1;
-    }
-    std::vector<std::string> names;
-    // rc_roce.<pid>.<device>.<port>; other files (packet traces named alike, ...) are not ours.
-    auto counter_file = [](const std::string& n) {
-        const auto pid_end = n.find('.', 8), port_dot = n.rfind('.');
-        auto digits = [&](size_t from, size_t to) {
-            return to > from && std::all_of(n.begin() + long(from), n.begin() + long(to), [](char c) { return c >= '0' && c <= '9'; });
-        };
-        return n.rfind("rc_roce.", 0) == 0 && pid_end != std::string::npos && port_dot > pid_end + 1 &&
-               digits(8, pid_end) && digits(port_dot + 1, n.size());
-    };
-    while (const dirent* e = ::readdir(d))
-        if (counter_file(e->d_name)) names.emplace_back(e->d_name);
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
-    struct Entry {
-        std::string file;
-        roce::CounterSnapshot snap;
-        bool alive;
-    };
-    std::vector<Entry> entries;
-    for (const auto& n : names) {
-        Entry e{dir + "/" + n, {}, false};
-        std::string err;
-        if (roce::read_counter_file(e.file, e.snap, err) != Status::ok) {
-            std::fprintf(stderr, "warning: %s\n", err.c_str());
-            continue;
-        }
-        e.alive = pid_alive(e.snap.pid);
-        if (live_only && !e.alive) continue;
-        entries.push_back(std::move(e));
-    }
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    const double now = double(ts.tv_sec) + ts.tv_nsec / 1e9;
-    if (json) {
-        std::printf("{\"dir\": %s, \"interfaces\": [", json_string(dir).c_str());
-        for (size_t i = 0; i < entries.size(); ++i) {
-            const Entry& e = entries[i];
-            std::printf("%s\n  {\"file\": %s, \"pid\": %ld, \"alive\": %s, \"device\": %s, \"address\": %s, "
-                        "\"time\": %.3f, \"age_s\": %.3f, \"counters\": {",
-                        i ? "," : "", json_string(e.file).c_str(), e.snap.pid, e.alive ? "true" : "false",
-                        json_string(e.snap.device).c_str(), json_string(e.snap.address).c_str(), e.snap.time,
-                        now - e.snap.time);
-            for (size_t k = 0; k < e.snap.counters.size(); ++k)
-                std::printf("%s%s: %llu", k ? ", " : "", json_string(e.snap.counters[k].first).c_str(),
-                            static_cast<unsigned long long>(e.snap.counters[k].second));
-            std::printf("}}");
-        }
-        std::printf("%s]}\n", entries.empty() ? "" : "\n");
-        return 0;
-    }
-    if (entries.empty()) {
-        std::printf("no rc_roce counter files in %s (UCX_RC_ROCE_STATS_DIR=%s on the processes?)\n", dir.c_str(),
-                    dir.c_str());
-        return 0;
-    }
-    for (const Entry& e : entries) {
-        std::printf("pid %ld (%s)  device %s  address %s  updated %.1f s ago\n", e.snap.pid,
-                    e.alive ? "running" : "exited", e.snap.device.c_str(), e.snap.address.c_str(),
-                    now - e.snap.time);
-        size_t w = 0;
-        for (const auto& [k, v] : e.snap.counters) w = std::max(w, k.size());
-        for (const auto& [k, v] : e.snap.counters)
-            std::printf("  %-*s %llu\n", int(w), k.c_str(), static_cast<unsigned long long>(v));
-        std::printf("\n");
-    }
     return 0;
 }
 
@@ -275,7 +159,7 @@ int main(int argc, char** argv) {
     if (argc < 2) return usage(stderr);
     if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) return usage(stdout);
     if (!std::strcmp(argv[1], "wire")) return wire_main(argc, argv);
-    if (!std::strcmp(argv[1], "counters")) return counters_main(argc, argv);
+    if (!std::strcmp(argv[1], "counters")) return roce::doctor::counters_main(argc, argv);
     if (std::strcmp(argv[1], "gid") != 0) {
         std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters\n", argv[1]);
         return 2;

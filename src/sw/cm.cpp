@@ -118,6 +118,7 @@ void DeviceImpl::cm_timers(uint64_t now) {
     for (Qp* qp : fail) {
         ROCE_DEBUG("qp 0x%x: no answer from %s", qp->qpn, qp->peer.to_string().c_str());
         st_.timeouts++;
+        qp->st.timeouts++;
         qp_fail(*qp, Status::timeout);
     }
 }

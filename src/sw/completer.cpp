@@ -146,7 +146,7 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
             ack_through(*this, qp, p, now);
             break;
         case wire::AethKind::nak: {
-            st_.naks_received++;
+            count_nak(qp, syn, false);
             ack_through(*this, qp, before, now);
             const uint8_t code = syn & 0x1f;
             if (code == wire::nak_psn_seq_error) {
@@ -159,8 +159,9 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
             break;
         }
         case wire::AethKind::rnr_nak: {
-            st_.naks_received++;
+            count_nak(qp, syn, false);
             st_.rnr_naks++;
+            qp.st.rnr_naks++;
             ack_through(*this, qp, before, now);
             if (cfg_.rnr_retry != 7) {
                 if (qp.rnr_left == 0) {
@@ -207,10 +208,12 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
         return;
     if (uint32_t(d) < w.resp_pkts) {
         st_.duplicates++;
+        qp.st.duplicates++;
         return;
     }
     if (uint32_t(d) > w.resp_pkts) {
         st_.seq_errors++;
+        qp.st.seq_errors++;
         goback(qp, wire::psn_add(w.first_psn, w.resp_pkts), false, now);
         return;
     }

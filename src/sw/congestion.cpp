@@ -47,6 +47,7 @@ bool DeviceImpl::cc_may_send(Qp& qp, uint32_t bytes, uint64_t now, uint32_t psn)
         return true;
     }
     st_.cc_paced++;
+    qp.st.cc_paced++;
     // "never" (a full delay window) waits for an ACK; the retransmission timer covers the rest.
     qp.cc_wake_ns = t == cc::never ? 0 : uint64_t(t);
     return false;
@@ -59,12 +60,14 @@ void DeviceImpl::cc_sent(Qp& qp, uint32_t bytes, uint64_t now) {
 
 void DeviceImpl::cc_ce(Qp& qp, uint8_t opcode, uint64_t now) {
     st_.ce_received++;
+    qp.st.ce_received++;
     if (!qp.cc || !qp.cc->on_ce_packet(cc::Nanos(now)))
         return;
     const bool read_response = opcode >= uint8_t(wire::Opcode::rc_read_response_first) &&
                                opcode <= uint8_t(wire::Opcode::rc_read_response_only);
     if (read_response) {
         st_.cnps_local++;
+        qp.st.cnps_local++;
         qp.cc->on_cnp(cc::Nanos(now));
     } else {
         send_cnp(qp);
@@ -73,6 +76,7 @@ void DeviceImpl::cc_ce(Qp& qp, uint8_t opcode, uint64_t now) {
 
 void DeviceImpl::cc_cnp(Qp& qp, uint64_t now) {
     st_.cnps_received++;
+    qp.st.cnps_received++;
     if (qp.cc)
         qp.cc->on_cnp(cc::Nanos(now));
 }
@@ -96,6 +100,7 @@ void DeviceImpl::send_cnp(Qp& qp) {
     // CNPs travel in their own class (UCX_RC_ROCE_CNP_*), usually a strict-priority queue.
     tx_commit(n, qp.peer_sa, qp.peer_salen, cfg_.cnp_traffic_class);
     st_.cnps_sent++;
+    qp.st.cnps_sent++;
 }
 
 } // namespace roce::sw

@@ -41,6 +41,8 @@ void DeviceImpl::emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payloa
         return;
     }
     tx_commit(n, qp.peer_sa, qp.peer_salen, qp.tos);
+    qp.st.tx_packets++;
+    qp.st.tx_bytes += n;
 }
 
 void DeviceImpl::tx_flush() {
@@ -275,6 +277,8 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
         st_.dropped_unknown_qp++;
         return;
     }
+    qp->st.rx_packets++;
+    qp->st.rx_bytes += len;
     const uint64_t now = now_ns();
     qp->last_heard_ns = now;
     const uint8_t op = pkt.bth.opcode;
@@ -338,6 +342,7 @@ void DeviceImpl::run_timers(uint64_t now) {
         if (qp->retries_left == 0 && silent_ns >= uint64_t(cfg_.peer_timeout_ms) * 1000000) {
             ROCE_DEBUG("qp 0x%x: retries exhausted, una 0x%x", qp->qpn, qp->una_psn);
             st_.timeouts++;
+            qp->st.timeouts++;
             qp_fail(*qp, Status::timeout);
             continue;
         }
@@ -351,6 +356,7 @@ void DeviceImpl::run_timers(uint64_t now) {
         qp->ssthresh = std::max(min_cwnd, qp->cwnd / 2);
         qp->cwnd = qp->ssthresh;
         st_.timeouts++;
+        qp->st.timeouts++;
         cc_loss(*qp, now);
         goback_head(*qp, now);
         qp->timer_deadline_ns = now + qp->cur_timeout_ns;

@@ -164,8 +164,42 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(dropped_unknown_qp) ROCE_SW_STAT(gso_sends) ROCE_SW_STAT(gro_datagrams)
     ROCE_SW_STAT(rx_nonzero_ipv4_id) ROCE_SW_STAT(ce_received) ROCE_SW_STAT(cnps_sent)
     ROCE_SW_STAT(cnps_received) ROCE_SW_STAT(cnps_local) ROCE_SW_STAT(faults_ce) ROCE_SW_STAT(cc_paced)
-    ROCE_SW_STAT(reads_capped)
+    ROCE_SW_STAT(reads_capped) ROCE_SW_STAT(naks_sent_seq) ROCE_SW_STAT(naks_sent_rnr)
+    ROCE_SW_STAT(naks_sent_access) ROCE_SW_STAT(naks_sent_invalid) ROCE_SW_STAT(naks_received_seq)
+    ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)
 #undef ROCE_SW_STAT
+    return out;
+}
+
+static RcDevice::Counters qp_stat_list(const QpStats& st) {
+    RcDevice::Counters out;
+#define ROCE_NAMED(f) out.emplace_back(#f, st.f);
+    ROCE_SW_QP_STATS(ROCE_NAMED)
+#undef ROCE_NAMED
+    return out;
+}
+
+std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
+    std::lock_guard lk(mu_);
+    std::vector<QpCounters> out;
+    out.reserve(qps_.size());
+    for (const auto& [qpn, qp] : qps_) {
+        QpCounters q{qpn, qp->dest_qpn, qp->peer.to_string(), qp->state, {}};
+        q.counters = qp_stat_list(qp->st);
+        // Gauges (*_now): the QP at this moment, not monotonic.
+        q.counters.emplace_back("outstanding_now", qp->sq.size());
+        q.counters.emplace_back("cwnd_pkts_now", uint64_t(qp->cwnd));
+        q.counters.emplace_back("srtt_us_now", uint64_t(qp->srtt_ns / 1000));
+        if (qp->cc) {
+            q.counters.emplace_back("cc_rate_mbps_now", uint64_t(qp->cc->rate_bps() / 1e6));
+            if (qp->cc->cwnd_bytes() > 0)
+                q.counters.emplace_back("cc_window_bytes_now", uint64_t(qp->cc->cwnd_bytes()));
+        }
+        out.push_back(std::move(q));
+    }
+    // Destroyed QPs, summed per peer: the peer's totals survive its connections' teardown.
+    for (const auto& [peer, st] : closed_qps_)
+        out.push_back(QpCounters{0, 0, peer, QpState::error, qp_stat_list(st), true});
     return out;
 }
 
@@ -255,6 +289,8 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
         if (it != passive_.end() && it->second == qpn)
             passive_.erase(it);
     }
+    if (qp->state != QpState::reset || qp->st.tx_packets)
+        closed_qps_[qp->peer.to_string()] += qp->st;
     qps_.erase(qpn);
     std::erase(ack_list_, qpn);
     tx_flush();

@@ -111,6 +111,9 @@ struct DeviceStats {
     // set, and times a QP's pacer or window held a packet back.
     uint64_t ce_received, cnps_sent, cnps_received, cnps_local, faults_ce, cc_paced;
     uint64_t reads_capped;   // READ requests held back by MAX_RD_BYTES
+    // NAKs by type (naks_sent / naks_received count them all, RNR NAKs included).
+    uint64_t naks_sent_seq, naks_sent_rnr, naks_sent_access, naks_sent_invalid;
+    uint64_t naks_received_seq, naks_received_rnr, naks_received_access, naks_received_invalid;
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its

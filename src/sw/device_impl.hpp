@@ -57,6 +57,7 @@ public:
     const WireAddr& address() const override { return sock_.local(); }
     const DeviceConfig& config() const override { return cfg_; }
     DeviceStats stats() const override;
+    std::vector<QpCounters> qp_counters() const override;
     Counters counters() const override;
     // Capacity of the buffers the pool keeps (take_buf/give_buf): one SEND message, at most 1 MiB.
     size_t pooled_buf_max() const {
@@ -115,6 +116,7 @@ public:
     // responder (responder.cpp)
     void resp_packet(Qp& qp, const wire::Packet& pkt);
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    void count_nak(Qp& qp, uint8_t syndrome, bool sent);   // device and QP counters, by type
     // congestion control (congestion.cpp)
     cc::CcMode resolve_cc_mode() const;   // cfg_.cc.mode for this device (auto: off on loopback)
     void cc_init(Qp& qp);
@@ -153,6 +155,7 @@ public:
     static constexpr double min_cwnd = 8;
 
     std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
+    std::map<std::string, QpStats> closed_qps_;   // destroyed QPs' counters, per peer address
     std::map<std::pair<std::array<uint8_t, 18>, uint32_t>, uint32_t> passive_;   // (peer, peer qpn) -> qpn
     uint32_t next_qpn_ = 0;
     uint32_t cm_psn_ = 0;

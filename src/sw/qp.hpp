@@ -52,6 +52,25 @@ struct ReplayEntry {
     uint64_t orig = 0;
 };
 
+// What a QP sent to and received from its peer: DeviceStats' per-peer subset, same names. One
+// list for the fields, their sum (a destroyed QP's counts stay with its peer) and their names.
+#define ROCE_SW_QP_STATS(X)                                                                       \
+    X(tx_packets) X(tx_bytes) X(rx_packets) X(rx_bytes) X(retransmits) X(duplicates)             \
+    X(seq_errors) X(timeouts) X(rnr_naks) X(naks_sent_seq) X(naks_sent_rnr) X(naks_sent_access)   \
+    X(naks_sent_invalid) X(naks_received_seq) X(naks_received_rnr) X(naks_received_access)       \
+    X(naks_received_invalid) X(ce_received) X(cnps_sent) X(cnps_received) X(cnps_local) X(cc_paced)
+struct QpStats {
+#define ROCE_FIELD(f) uint64_t f = 0;
+    ROCE_SW_QP_STATS(ROCE_FIELD)
+#undef ROCE_FIELD
+    QpStats& operator+=(const QpStats& o) {
+#define ROCE_ADD(f) f += o.f;
+        ROCE_SW_QP_STATS(ROCE_ADD)
+#undef ROCE_ADD
+        return *this;
+    }
+};
+
 struct Qp {
     uint32_t qpn = 0;
     QpState state = QpState::reset;
@@ -124,6 +143,8 @@ struct Qp {
     std::array<ReplayEntry, 64> replay{};
     unsigned replay_next = 0;
     unsigned undelivered = 0;        // received messages not yet handed to the owner
+
+    QpStats st{};
 };
 
 } // namespace roce::sw

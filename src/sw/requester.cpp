@@ -239,7 +239,9 @@ void DeviceImpl::goback(Qp& qp, uint32_t psn, bool force, uint64_t now) {
             const uint32_t cur = qp.send_idx < qp.sq.size() && qp.sq[qp.send_idx].psn_assigned
                                      ? wire::psn_add(qp.sq[qp.send_idx].first_psn, qp.send_pkt)
                                      : qp.next_psn;
-            st_.retransmits += uint32_t(std::max(0, wire::psn_diff(cur, psn)));
+            const auto again = uint32_t(std::max(0, wire::psn_diff(cur, psn)));
+            st_.retransmits += again;
+            qp.st.retransmits += again;
             if (!force) {   // loss signal: multiplicative decrease
                 qp.ssthresh = std::max(min_cwnd, qp.cwnd / 2);
                 qp.cwnd = qp.ssthresh;

@@ -28,8 +28,29 @@ void DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
         qp.ack_pending = false;
         qp.pkts_since_ack = 0;
     } else {
-        st_.naks_sent++;
+        count_nak(qp, syndrome, true);
     }
+}
+
+void DeviceImpl::count_nak(Qp& qp, uint8_t syndrome, bool sent) {
+    uint64_t* by_type[2][4] = {
+        {&st_.naks_received_seq, &st_.naks_received_rnr, &st_.naks_received_access, &st_.naks_received_invalid},
+        {&st_.naks_sent_seq, &st_.naks_sent_rnr, &st_.naks_sent_access, &st_.naks_sent_invalid}};
+    uint64_t* qp_by_type[2][4] = {
+        {&qp.st.naks_received_seq, &qp.st.naks_received_rnr, &qp.st.naks_received_access,
+         &qp.st.naks_received_invalid},
+        {&qp.st.naks_sent_seq, &qp.st.naks_sent_rnr, &qp.st.naks_sent_access, &qp.st.naks_sent_invalid}};
+    // Remote operational errors (code 3) and reserved codes count as invalid requests.
+    unsigned t = 3;
+    if (wire::aeth_kind(syndrome) == wire::AethKind::rnr_nak)
+        t = 1;
+    else if ((syndrome & 0x1f) == wire::nak_psn_seq_error)
+        t = 0;
+    else if ((syndrome & 0x1f) == wire::nak_remote_access)
+        t = 2;
+    ++*by_type[sent][t];
+    ++*qp_by_type[sent][t];
+    ++(sent ? st_.naks_sent : st_.naks_received);
 }
 
 namespace {
@@ -106,6 +127,7 @@ struct Resp {
 
     void duplicate(const wire::Packet& pkt) {
         dev.st_.duplicates++;
+        qp.st.duplicates++;
         const uint32_t p = pkt.bth.psn;
         const auto op = Opcode(pkt.bth.opcode);
         if (op == Opcode::rc_read_request) {
@@ -166,6 +188,7 @@ struct Resp {
         }
         if (d > 0) {
             dev.st_.seq_errors++;
+            qp.st.seq_errors++;
             if (!qp.nak_sent)
                 nak(wire::nak_psn_seq_error);
             return;
@@ -182,6 +205,7 @@ struct Resp {
                 return nak(wire::nak_invalid_request);
             if (qp.undelivered >= cfg.recv_queue_len) {
                 dev.st_.rnr_naks++;
+                qp.st.rnr_naks++;
                 dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn);
                 qp.nak_sent = true;
                 return;

@@ -288,6 +288,7 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
     } else if (state == IBV_QPS_RTR) {
         a.min_rnr_timer = cfg_.min_rnr_timer;
         mask |= IBV_QP_MIN_RNR_TIMER;
+        q.dest_qpn = a.dest_qp_num;
         // The negotiated class in both directions, and (active side) the policy's source entry.
         a.ah_attr.grh.traffic_class = q.tc.tos;
         a.ah_attr.sl = q.tc.priority;

@@ -27,6 +27,7 @@
 
 #include "common/log.hpp"
 #include "verbs/device_impl.hpp"
+#include "verbs/ports.hpp"
 
 namespace roce::verbs {
 
@@ -237,6 +238,33 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_VERBS_STAT(recv_cqes) ROCE_VERBS_STAT(recv_errors) ROCE_VERBS_STAT(cm_established)
     ROCE_VERBS_STAT(cm_rejected) ROCE_VERBS_STAT(cm_errors) ROCE_VERBS_STAT(wr_errors)
 #undef ROCE_VERBS_STAT
+    // The port's own counters: what the NIC (or rxe) saw on the wire — retries, sequence errors,
+    // RNR, CNPs/ECN on NICs that count them — named hw_<sysfs name>.
+    for (auto& [name, value] : read_port_hw_counters(cfg_.dev_name, cfg_.port))
+        out.emplace_back("hw_" + name, value);
+    return out;
+}
+
+static RcDevice::Counters qp_stat_list(const VQpStats& st) {
+    RcDevice::Counters out;
+#define ROCE_NAMED(f) out.emplace_back(#f, st.f);
+    ROCE_VERBS_QP_STATS(ROCE_NAMED)
+#undef ROCE_NAMED
+    return out;
+}
+
+std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
+    std::lock_guard lk(mu_);
+    std::vector<QpCounters> out;
+    out.reserve(qps_.size());
+    for (const auto& [qpn, q] : qps_) {
+        QpCounters c{qpn, q->dest_qpn, q->peer.to_string(), q->state, {}};
+        c.counters = qp_stat_list(q->st);
+        c.counters.emplace_back("outstanding_now", q->sq.size());
+        out.push_back(std::move(c));
+    }
+    for (const auto& [peer, st] : closed_qps_)
+        out.push_back(QpCounters{0, 0, peer, QpState::error, qp_stat_list(st), true});
     return out;
 }
 
@@ -392,6 +420,9 @@ void DeviceImpl::erase_qp(uint32_t qpn) {
     if (it->second->token)
         tokens_.erase(it->second->token);
     std::erase(tails_, qpn);
+    const VQp& q = *it->second;
+    if (q.state != QpState::reset || q.st.sends + q.st.writes + q.st.reads + q.st.atomics)
+        closed_qps_[q.peer.to_string()] += q.st;
     qps_.erase(it);
 }
 
@@ -529,11 +560,13 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
 Status DeviceImpl::submit(VQp& q, WrRec&& rec) {
     rec.seq = q.next_seq++;
     switch (rec.op) {
-    case OpKind::send: ++st_.sends; break;
-    case OpKind::write: ++st_.writes; break;
-    case OpKind::read: ++st_.reads; break;
-    default: ++st_.atomics; break;
+    case OpKind::send: ++st_.sends; ++q.st.sends; break;
+    case OpKind::write: ++st_.writes; ++q.st.writes; break;
+    case OpKind::read: ++st_.reads; ++q.st.reads; break;
+    default: ++st_.atomics; ++q.st.atomics; break;
     }
+    for (int i = 0; i < rec.wr.num_sge; ++i)
+        q.st.posted_bytes += rec.sge[i].length;
     q.sq.push_back(std::move(rec));
     ++total_wrs_;
     if (q.state != QpState::rts)
@@ -739,6 +772,7 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
         if (q->state != QpState::error && wc.status != IBV_WC_WR_FLUSH_ERR) {
             ++st_.wr_errors;
+            ++q->st.wr_errors;
             ROCE_WARN("verbs: QP %u: work request failed: %s (%s); the QP is in error", q->qpn,
                       ibv_wc_status_str(wc.status), std::string(to_string(st)).c_str());
         }
@@ -776,6 +810,10 @@ unsigned DeviceImpl::poll_cqs() {
             const bool imm = wc[i].wc_flags & IBV_WC_WITH_IMM;
             rq_.push_back({idx, wc[i].byte_len, wc[i].qp_num, imm, imm ? ntohl(wc[i].imm_data) : 0});
             ++st_.recv_messages;
+            if (VQp* q = find_qp(wc[i].qp_num)) {
+                ++q->st.recv_messages;
+                q->st.rx_bytes += wc[i].byte_len;
+            }
             ++events_;
         }
     } while (n == 32);

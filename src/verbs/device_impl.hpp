@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -61,6 +63,23 @@ struct WrRec {
     bool signaled = false;
 };
 
+// What we posted to and received from the peer on one QP (the NIC's own per-QP counters are not
+// exposed by verbs; its port counters are, see DeviceImpl::counters). posted_bytes: SEND/WRITE
+// payload and READ lengths asked for. One list for fields, sums and names.
+#define ROCE_VERBS_QP_STATS(X) \
+    X(sends) X(writes) X(reads) X(atomics) X(posted_bytes) X(recv_messages) X(rx_bytes) X(wr_errors)
+struct VQpStats {
+#define ROCE_FIELD(f) uint64_t f = 0;
+    ROCE_VERBS_QP_STATS(ROCE_FIELD)
+#undef ROCE_FIELD
+    VQpStats& operator+=(const VQpStats& o) {
+#define ROCE_ADD(f) f += o.f;
+        ROCE_VERBS_QP_STATS(ROCE_ADD)
+#undef ROCE_ADD
+        return *this;
+    }
+};
+
 struct VQp {
     uint32_t qpn = 0;
     uint64_t gen = 0;            // ibv wr_id = gen << 40 | seq: stale CQEs of a reused QPN are dropped
@@ -70,6 +89,7 @@ struct VQp {
     bool passive = false;
     QpState state = QpState::reset;
     WireAddr peer{};
+    uint32_t dest_qpn = 0;       // the peer's QPN once known (RTR)
     uint64_t connect_deadline_ns = 0;
     std::deque<WrRec> sq;        // posted ones first, then pending ones
     size_t n_posted = 0;
@@ -83,6 +103,7 @@ struct VQp {
     int sgid_index = -1;         // active side: the policy's entry for this peer (-1: rdma_cm's)
     std::string sgid_ndev;       // its netdev (scope of a link-local peer)
     gid::TrafficClass tc;        // negotiated class of the connection (both directions)
+    VQpStats st{};
 };
 
 class DeviceImpl final : public Device {
@@ -95,6 +116,7 @@ public:
     const DeviceConfig& config() const override { return cfg_; }
     DeviceStats stats() const override;
     Counters counters() const override;
+    std::vector<QpCounters> qp_counters() const override;
     Pd& pd() const override { return *pd_; }
 
     Status create_qp(uint32_t& qpn) override;
@@ -182,6 +204,7 @@ public:
     uint32_t signal_every_ = 1;
 
     std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;
+    std::map<std::string, VQpStats> closed_qps_;   // erased QPs' counters, per peer address
     std::unordered_map<uint64_t, uint32_t> tokens_;   // rdma_cm id context -> qpn
     uint64_t next_token_ = 2;                          // 1 = the listener
     uint64_t next_gen_ = 1;

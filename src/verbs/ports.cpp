@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <dirent.h>
+#include <fstream>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "common/log.hpp"
@@ -68,6 +71,28 @@ bool parse_port_name(const std::string& name, RocePort& out) {
     out.dev_name = name.substr(0, colon);
     out.port = static_cast<uint8_t>(port);
     return true;
+}
+
+std::vector<std::pair<std::string, uint64_t>> read_port_hw_counters(const std::string& dev, unsigned port) {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    const std::string base = "/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port);
+    for (const auto& [sub, prefix] : {std::pair{"/hw_counters", ""}, std::pair{"/counters", "port_"}}) {
+        const std::string dir = base + sub;
+        DIR* d = ::opendir(dir.c_str());
+        if (!d)
+            continue;
+        while (const dirent* e = ::readdir(d)) {
+            if (e->d_name[0] == '.' || !std::strcmp(e->d_name, "lifespan"))   // lifespan: a setting
+                continue;
+            std::ifstream f(dir + "/" + e->d_name);
+            unsigned long long v;
+            if (f >> v)
+                out.emplace_back(std::string(prefix) + e->d_name, uint64_t(v));
+        }
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 } // namespace roce::verbs

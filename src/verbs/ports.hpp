@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace roce::verbs {
@@ -19,6 +20,12 @@ std::vector<RocePort> list_roce_ports();
 
 // The RDMA device names that have at least one RoCE port (one memory domain each).
 std::vector<std::string> list_roce_devices();
+
+// The port's counters kept by the device itself, from sysfs: hw_counters/<name> (rxe: sent_pkts,
+// rcvd_seq_err, retry_exceeded_err, ...; NICs: out_of_sequence, np_cnp_sent, rp_cnp_handled, ...)
+// as <name>, and counters/<name> (IB PMA: port_xmit_data, ...) as port_<name>. Unreadable files are
+// left out; empty without sysfs. Sorted by name.
+std::vector<std::pair<std::string, uint64_t>> read_port_hw_counters(const std::string& dev, unsigned port);
 
 // Splits "rxe0:1" into device and port. False when the name is not of that form.
 bool parse_port_name(const std::string& name, RocePort& out);
