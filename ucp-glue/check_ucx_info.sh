@@ -17,6 +17,20 @@ devices)
        'am_short' 'am_bcopy' 'am_zcopy' 'put_short' 'put_bcopy' 'put_zcopy' 'get_bcopy' \
        'get_zcopy' 'connection: to iface' 'atomic_add: .*64 bit' 'atomic_fadd: .*64 bit' \
        'atomic_cswap: .*64 bit' 'bandwidth' 'latency'
+  # Locality: a netdev backed by a PCI function is that system device (UCP weighs distances by
+  # it), a virtual one has none; netdevs close to this process come first.
+  for n in /sys/class/net/*; do
+    name=${n##*/}
+    grep -q "Device: $name\$" <<<"$out" || continue
+    bdf=$(readlink -f "$n/device" 2>/dev/null | grep -oE '[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]' | tail -1)
+    got=$(grep -A2 "Device: $name\$" <<<"$out" | grep -m1 'System device:' | sed 's/.*System device: //')
+    if [ -n "$bdf" ]; then
+      [[ "$got" == "${bdf#0000:}"* ]] || fail "$name: System device '$got', sysfs says $bdf"
+    else
+      [ "$got" = "<unknown>" ] || fail "$name (virtual): System device '$got'"
+    fi
+    echo "[ucx_info] $name: System device $got (sysfs: ${bdf:-none})"
+  done
   ;;
 config)
   out=$(timeout 60 ucx_info -c -f 2>&1) || fail "ucx_info -c failed"

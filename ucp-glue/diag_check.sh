@@ -5,6 +5,9 @@
 #   counters  while the pair runs, `roce_doctor counters --live` shows both processes with
 #             tx/rx packets > 0; after it, both files remain (marked exited) with the final
 #             counters; the packet traces the pair wrote decode in tshark without errors
+#   devices   `roce_doctor devices` on this host: exit 0, CPUs and netdevs listed, each netdev's
+#             PCI function as sysfs has it; in a namespace, a 1500-byte veth with
+#             UCX_RC_ROCE_MTU=4096 fails its check (exit 1, both sizes named), 1024 passes
 #   faults    with UCX_RC_ROCE_FAULT_DROP=0.02 the retransmit counters are > 0 and the per-peer
 #             sums (over the QPs) equal each interface's
 set -uo pipefail
@@ -74,6 +77,45 @@ for i in json.load(sys.stdin)["interfaces"]:
         bad = 1
 sys.exit(bad)' || { echo "[diag] FAIL: per-peer retransmissions do not add up to the device counters"; exit 1; }
   ;;
-*) echo "usage: $0 ENV_FILE ROCE_DOCTOR TSHARK_CHECK counters|faults"; exit 2 ;;
+devices)
+  out=$("$doctor" devices); rc=$?
+  echo "$out"
+  [ $rc -eq 0 ] || { echo "[diag] FAIL: roce_doctor devices exit $rc on this host"; exit 1; }
+  echo "$out" | grep -q "^process CPUs: [0-9]" || { echo "[diag] FAIL: no process CPUs (hwloc)"; exit 1; }
+  echo "$out" | grep -A3 "^  lo$" | grep -q "roce_mtu_auto  4096" || { echo "[diag] FAIL: lo not listed with RoCE MTU 4096"; exit 1; }
+  # Every netdev backed by a PCI function is located at that function (sysfs says which).
+  "$doctor" devices --json | python3 -c '
+import json, os, re, sys
+d = json.load(sys.stdin)
+bad = 0
+for dev in d["devices"]:
+    if dev["kind"] != "netdev":
+        continue
+    path = os.path.realpath("/sys/class/net/%s/device" % dev["name"]) if os.path.exists("/sys/class/net/%s/device" % dev["name"]) else ""
+    pci = [c for c in path.split("/") if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", c)]
+    want = pci[-1] if pci else ""
+    print("[diag] %s: pci %r (sysfs %r), locality %s" % (dev["name"], dev["pci"], want, dev["locality"]))
+    if dev["pci"] != want or (want and not dev["cpus"]):
+        bad = 1
+sys.exit(bad)' || { echo "[diag] FAIL: locality disagrees with sysfs"; exit 1; }
+  # An MTU mismatch set up in a namespace: a 1500-byte veth with UCX_RC_ROCE_MTU=4096 must fail
+  # its check with a message naming both sizes; 1024 passes.
+  ns=roce_diag.$$
+  if ip netns add "$ns" 2>/dev/null; then
+    trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$dir"' EXIT
+    ip -n "$ns" link add v0 type veth peer name v1 && ip -n "$ns" link set v0 mtu 1500 up &&
+      ip -n "$ns" link set v1 up && ip -n "$ns" addr add 10.80.0.1/24 dev v0 || exit 1
+    bad=$(ip netns exec "$ns" env UCX_RC_ROCE_MTU=4096 "$doctor" devices); brc=$?
+    echo "$bad" | grep "^check"
+    [ $brc -eq 1 ] || { echo "[diag] FAIL: MTU mismatch: exit $brc, want 1"; exit 1; }
+    echo "$bad" | grep -q "^check v0 UCX_RC_ROCE_MTU: FAIL - .*4160-byte packets, v0 has MTU 1500" \
+      || { echo "[diag] FAIL: no clear MTU mismatch message"; exit 1; }
+    ip netns exec "$ns" env UCX_RC_ROCE_MTU=1024 "$doctor" devices >/dev/null \
+      || { echo "[diag] FAIL: UCX_RC_ROCE_MTU=1024 fits a 1500-byte netdev but a check failed"; exit 1; }
+  else
+    echo "[diag] (no network namespaces here: MTU mismatch case skipped)"
+  fi
+  ;;
+*) echo "usage: $0 ENV_FILE ROCE_DOCTOR TSHARK_CHECK counters|faults|devices"; exit 2 ;;
 esac
 echo "[diag] ok"

@@ -59,10 +59,19 @@ roce_perftests(perftest.ucp.ud_roce "${_ucp_tests}" "" "UCX_TLS=ud_roce,self")
 
 # Diagnostics: live counters (UCX_RC_ROCE_STATS_DIR + roce_doctor counters), packet traces
 # (UCX_RC_ROCE_PCAP + tshark), the retransmit counter under fault injection.
-foreach(_mode counters faults)
+foreach(_mode counters faults devices)
   add_test(NAME diag.${_mode} COMMAND ${_sh}/diag_check.sh ${_env} $<TARGET_FILE:roce_doctor>
                                       ${CMAKE_SOURCE_DIR}/src/tests/tshark_check.sh ${_mode})
   set_tests_properties(diag.${_mode} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240)
+endforeach()
+
+# The path MTU against a 1500-byte netdev (veth between two network namespaces): auto picks what
+# fits and 1 MiB messages arrive; an MTU whose packets do not fit is refused with a clear error.
+foreach(_tl rc_roce ud_roce)
+  foreach(_mode auto 4096)
+    add_test(NAME mtu.${_tl}.${_mode} COMMAND ${_sh}/mtu_check.sh ${_env} ${_tl} ${_mode})
+    set_tests_properties(mtu.${_tl}.${_mode} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+  endforeach()
 endforeach()
 
 # The README's table of variables is generated from the config table compiled into the plugin.

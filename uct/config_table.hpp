@@ -24,8 +24,12 @@
 // Tunables of the device both transports open (the userspace device's socket and its fault
 // injection, the core's log level): UCX_RC_ROCE_<NAME> and UCX_UD_ROCE_<NAME>.
 #define ROCE_DEVICE_CONFIG(X)                                                                  \
-    X(mtu, unsigned, "MTU", "4096", UINT,                                                      \
-      "Path MTU in bytes (RoCEv2 payload per packet): 256, 512, 1024, 2048 or 4096.")         \
+    X(mtu, size_t, "MTU", "auto", ULUNITS,                                                     \
+      "Path MTU in bytes (RoCEv2 payload per packet): 256, 512, 1024, 2048 or 4096. auto: "   \
+      "on the userspace device the largest whose packets (with RoCE, UDP and IP headers) fit " \
+      "the netdev's MTU (1500 -> 1024; 9000 and loopback -> 4096), on RDMA devices the "      \
+      "port's active MTU. A value whose packets do not fit the netdev is refused (with DF "    \
+      "set they would never leave). Peers use the smaller of their two MTUs.")                \
     X(port, unsigned, "PORT", "0", UINT,                                                       \
       "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
       "processes or interfaces share a host address).")                                        \

@@ -368,7 +368,6 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     sw::DeviceConfig dc;
     dc.ip = ip_string(d.family, d.ip);
     dc.port = static_cast<uint16_t>(c.port);
-    dc.mtu = c.mtu;
     dc.sq_depth = c.tx_queue_len;
     dc.max_rd_atomic = c.max_rd_atomic;
     dc.max_read_request = static_cast<uint32_t>(std::min<size_t>(c.max_read_request, 1u << 30));
@@ -396,8 +395,9 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
 }
 
 ucs_status_t validate_config(const IfaceConfig& c) {
-    if (c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 && c.mtu != 4096) {
-        ucs_error("rc_roce: UCX_RC_ROCE_MTU=%u is not an IB MTU (256, 512, 1024, 2048, 4096)",
+    if (c.mtu != UCS_ULUNITS_AUTO && c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 &&
+        c.mtu != 4096) {
+        ucs_error("rc_roce: UCX_RC_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto",
                   c.mtu);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -457,14 +457,7 @@ sw::WireAddr peer_wire_addr(const uct_device_addr_t* dev_addr, const uct_iface_a
 ucs_status_t query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices_p,
                               unsigned* num_p) noexcept {
     ROCE_UCT_TRY("query_tl_devices", return _exc_status, {
-        const Md* md = reinterpret_cast<const Md*>(tl_md);
-        std::vector<std::string> names;
-        if (md->is_verbs()) {
-            names = verbs_tl_devices(*md);
-        } else {
-            names = usable_netdev_names(md->netns, tl_name);
-        }
-        return tl_device_resources(names, devices_p, num_p);
+        return md_tl_devices(*reinterpret_cast<const Md*>(tl_md), tl_name, devices_p, num_p);
     })
 }
 
@@ -565,6 +558,9 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
                     ucs_status_t st = apply_gid_policy(gid_cfg, nd, dc, tl_name);   // logs why not
                     if (st != UCS_OK) {
                         return st;
+                    }
+                    if ((dc.mtu = resolve_mtu(config.mtu, nd, tl_name)) == 0) {
+                        return UCS_ERR_INVALID_PARAM;
                     }
                     Status s = sw::Device::open(dc, md->sw_pd, dev);
                     if (s != Status::ok) {

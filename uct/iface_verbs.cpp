@@ -49,7 +49,7 @@ ucs_status_t open_verbs_device(const IfaceConfig& c, const gid::GidConfig& gid_c
     dc.dev_name = port.dev_name;
     dc.port = port.port;
     dc.gid = gid_cfg;   // GID choice per peer and traffic class: the backend applies the policy
-    dc.mtu = c.mtu;
+    dc.mtu = c.mtu == UCS_ULUNITS_AUTO ? 4096 : uint32_t(c.mtu);   // the path MTU is min(this, the port's)
     dc.sq_depth = c.tx_queue_len;
     dc.max_rd_atomic = c.max_rd_atomic;
     dc.retry_count = std::min(c.retry_count, 7u);

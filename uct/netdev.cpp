@@ -4,13 +4,17 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <optional>
 
 #include "common/netns.hpp"
+#include "gid/locality.hpp"
 #include "gid/synth.hpp"
 #include "gid/traffic_class.hpp"
 
@@ -262,6 +266,16 @@ ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConf
         d.loopback = IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(d.ip));
     }
     dc.ip = ip.str();
+    // The MTU as seen from the namespace we are in (the model's comes from /sys, which is the
+    // process's namespace, not necessarily this one).
+    d.mtu = 0;
+    if (const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0); fd >= 0) {
+        ifreq ifr{};
+        ucs_strncpy_zero(ifr.ifr_name, d.name.c_str(), sizeof(ifr.ifr_name));
+        if (::ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
+            d.mtu = unsigned(ifr.ifr_mtu);
+        ::close(fd);
+    }
     const gid::TrafficClass tc = gid::resolve_traffic_class(g, std::nullopt);
     dc.traffic_class = tc.tos;
     dc.traffic_class_source = static_cast<uint8_t>(tc.tos_source);
@@ -273,8 +287,52 @@ ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConf
     return UCS_OK;
 }
 
-ucs_status_t tl_device_resources(const std::vector<std::string>& names,
-                                 uct_tl_device_resource_t** devices_p, unsigned* num_p) {
+uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl) {
+    const bool v6 = d.family == AF_INET6;
+    const unsigned fits = d.mtu ? gid::largest_roce_mtu(d.mtu, v6) : 4096;
+    std::string var = std::string("UCX_") + tl + "_MTU";
+    std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    if (configured == UCS_ULUNITS_AUTO) {
+        if (fits == 0)
+            ucs_error("%s: %s: its MTU %u cannot carry even 256-byte RoCE packets", tl, d.name.c_str(), d.mtu);
+        return fits;
+    }
+    if (configured != 256 && configured != 512 && configured != 1024 && configured != 2048 && configured != 4096) {
+        ucs_error("%s: %s=%zu is not an IB MTU (256, 512, 1024, 2048, 4096 or auto)", tl, var.c_str(), configured);
+        return 0;
+    }
+    if (configured > fits) {
+        const unsigned need = gid::roce_packet_bytes(unsigned(configured), v6);
+        ucs_error("%s: %s=%zu: its packets of %u bytes do not fit %s's MTU %u (the device sets DF, they "
+                  "would never leave): use auto or %u, or raise the netdev's MTU to %u",
+                  tl, var.c_str(), configured, need, d.name.c_str(), d.mtu, fits, need);
+        return 0;
+    }
+    return uint32_t(configured);
+}
+
+ucs_status_t md_tl_devices(const Md& md, const char* tl, uct_tl_device_resource_t** devices_p, unsigned* num_p) {
+    const bool rdma_ports = md.is_verbs(), locate = md.netns.empty();
+    std::vector<std::string> names = rdma_ports ? verbs_tl_devices(md) : usable_netdev_names(md.netns, tl);
+    std::vector<ucs_sys_device_t> sys(names.size(), UCS_SYS_DEVICE_ID_UNKNOWN);
+    std::string err;
+    std::unique_ptr<gid::Topology> topo = locate ? gid::Topology::load(err) : nullptr;
+    if (topo) {
+        auto where = [&](const std::string& n) {
+            return rdma_ports ? topo->of_rdma(n.substr(0, n.rfind(':'))) : topo->of_netdev(n);
+        };
+        names = gid::order_by_locality(*topo, std::move(names), where);
+        for (size_t i = 0; i < names.size(); ++i) {
+            const gid::Locality l = where(names[i]);
+            if (!l.pci)
+                continue;
+            const ucs_sys_bus_id_t bus{l.pci->domain, l.pci->bus, l.pci->dev, l.pci->func};
+            if (ucs_topo_find_device_by_bus_id(&bus, &sys[i]) != UCS_OK)
+                sys[i] = UCS_SYS_DEVICE_ID_UNKNOWN;
+        }
+    } else if (locate) {
+        ucs_debug("roce: device locality unknown: %s", err.c_str());
+    }
     auto* devices = static_cast<uct_tl_device_resource_t*>(
             ucs_calloc(std::max<size_t>(names.size(), 1), sizeof(uct_tl_device_resource_t),
                        "roce devices"));
@@ -284,7 +342,7 @@ ucs_status_t tl_device_resources(const std::vector<std::string>& names,
     for (size_t i = 0; i < names.size(); ++i) {
         ucs_strncpy_zero(devices[i].name, names[i].c_str(), sizeof(devices[i].name));
         devices[i].type = UCT_DEVICE_TYPE_NET;
-        devices[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        devices[i].sys_device = sys[i];
     }
     *devices_p = devices;
     *num_p = static_cast<unsigned>(names.size());

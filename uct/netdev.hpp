@@ -18,6 +18,7 @@ struct Netdev {
     int family = 0;
     uint8_t ip[16] = {};
     bool loopback = false;
+    unsigned mtu = 0;        // the netdev's MTU (set by apply_gid_policy; 0: unknown)
 };
 
 struct DevAddrView {
@@ -42,9 +43,12 @@ std::string ip_string(int family, const uint8_t* ip);
 // The link speed the kernel reports for a netdev (/sys/class/net/<name>/speed, Mbit/s), in
 // bit/s; `fallback` when it reports none (loopback, a link that is down).
 double netdev_speed_bps(const std::string& name, double fallback);
-// The transport device list UCT wants (network devices named `names`), ucs_calloc'ed.
-ucs_status_t tl_device_resources(const std::vector<std::string>& names,
-                                 uct_tl_device_resource_t** devices_p, unsigned* num_p);
+// The transport devices of an MD for transport `tl` (its RDMA ports, or the usable netdevs of
+// the userspace device), ucs_calloc'ed as UCT wants them, closest to the calling thread's CPUs
+// first (hwloc), each with its PCI function as UCX's sys_device when it has one (UCP weighs
+// distances by it). Netdevs of another namespace (UCX_ROCE_NETNS) are not located: this
+// process's sysfs says nothing about them.
+ucs_status_t md_tl_devices(const Md& md, const char* tl, uct_tl_device_resource_t** devices_p, unsigned* num_p);
 
 size_t pack_dev_addr(const Netdev& d, bool verbs, uint8_t* out);
 DevAddrView unpack_dev_addr(const uct_device_addr_t* addr);
@@ -53,6 +57,10 @@ int dev_addr_is_reachable(const uint8_t* mine, const uct_device_addr_t* remote);
 
 // The GID policy's address of netdev `d` (replaces d's) and the traffic class, into dc.
 ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConfig& dc, const char* tl);
+// The RoCE path MTU for netdev `d` (after apply_gid_policy): `configured` (UCX_*_MTU) or, for
+// auto, the largest that fits d's MTU. Logs and returns 0 when the setting is not an IB MTU or
+// its packets do not fit.
+uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl);
 ucs_status_t check_am_alignment(const uct_iface_params_t* params, const char* tl);
 LogLevel core_log_level(unsigned ucs_level);
 

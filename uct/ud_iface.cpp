@@ -234,8 +234,9 @@ uct_iface_internal_ops_t ud_iface_internal_ops = {
 };
 
 ucs_status_t validate(const UdIfaceConfig& c) {
-    if (c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 && c.mtu != 4096) {
-        ucs_error("ud_roce: UCX_UD_ROCE_MTU=%u is not an IB MTU (256, 512, 1024, 2048, 4096)", c.mtu);
+    if (c.mtu != UCS_ULUNITS_AUTO && c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 &&
+        c.mtu != 4096) {
+        ucs_error("ud_roce: UCX_UD_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto", c.mtu);
         return UCS_ERR_INVALID_PARAM;
     }
     if (c.port > 65535) {
@@ -251,7 +252,9 @@ ucs_status_t validate(const UdIfaceConfig& c) {
                   c.max_window, c.tx_queue_len);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (c.seg_size / (c.mtu - ud::header_size) + 1 > c.tx_queue_len) {
+    // (checked for the smallest MTU auto picks on a standard 1500-byte netdev)
+    const size_t mtu = c.mtu == UCS_ULUNITS_AUTO ? 1024 : c.mtu;
+    if (c.seg_size / (mtu - ud::header_size) + 1 > c.tx_queue_len) {
         ucs_error("ud_roce: UCX_UD_ROCE_TX_QUEUE_LEN=%u cannot hold one message of SEG_SIZE=%zu",
                   c.tx_queue_len, c.seg_size);
         return UCS_ERR_INVALID_PARAM;
@@ -303,7 +306,9 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
     sw::UdQpConfig qc;
     qc.ip = dc.ip;
     qc.port = static_cast<uint16_t>(config.port);
-    qc.mtu = config.mtu;
+    if ((qc.mtu = resolve_mtu(config.mtu, nd, ud_tl_name)) == 0) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     qc.traffic_class = dc.traffic_class;
     qc.faults.drop = config.fault_drop;
     qc.faults.duplicate = config.fault_duplicate;
@@ -353,14 +358,7 @@ ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gi
 ucs_status_t ud_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t** devices_p,
                                  unsigned* num_p) noexcept {
     ROCE_UCT_TRY("ud_query_tl_devices", return _exc_status, {
-        const Md* md = reinterpret_cast<const Md*>(tl_md);
-        std::vector<std::string> names;
-        if (md->is_verbs()) {
-            names = verbs_tl_devices(*md);
-        } else {
-            names = usable_netdev_names(md->netns, ud_tl_name);
-        }
-        return tl_device_resources(names, devices_p, num_p);
+        return md_tl_devices(*reinterpret_cast<const Md*>(tl_md), ud_tl_name, devices_p, num_p);
     })
 }
 
@@ -450,8 +448,8 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
                 };
             }
             iface->tr = std::make_unique<ud::Transport>(transport_config(config), std::move(qp), cb);
-            ucs_debug("ud_roce: opened iface %p on %s (%s), mtu %u, max message %zu", self, dev_name,
-                      iface->tr->address().to_string().c_str(), config.mtu, iface->max_msg);
+            ucs_debug("ud_roce: opened iface %p on %s (%s), max message %zu", self, dev_name,
+                      iface->tr->address().to_string().c_str(), iface->max_msg);
         } catch (...) {
             iface->tr.reset();
             UCS_CLASS_CLEANUP(uct_base_iface_t, &iface->super);

@@ -2,11 +2,24 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.hpp"
+#include "gid/config.hpp"
 
 namespace roce::doctor {
 
 // `roce_doctor counters [DIR] [--json] [--live] [--device]` (doctor_counters.cpp).
 int counters_main(int argc, char** argv);
+
+// `roce_doctor devices [--json]` (doctor_devices.cpp).
+int devices_main(int argc, char** argv);
+
+// The GID/traffic-class settings: UCX_RC_ROCE_* of the environment, then `extra` (NAME=VALUE
+// without the prefix) over them. Errors: invalid_param, one line in `err`.
+Status load_gid_config(const std::vector<std::pair<std::string, std::string>>& extra, gid::GidConfig& cfg,
+                       std::string& err);
 
 // v as a JSON string literal (quotes and escapes included).
 std::string json_string(const std::string& v);

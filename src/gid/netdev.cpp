@@ -14,6 +14,15 @@
 #include <sstream>
 
 namespace roce::gid {
+
+unsigned roce_packet_bytes(unsigned mtu, bool ipv6) { return mtu + 36 + 8 + (ipv6 ? 40 : 20); }
+
+unsigned largest_roce_mtu(unsigned netdev_mtu, bool ipv6) {
+    for (unsigned m = 4096; m >= 256; m /= 2)
+        if (roce_packet_bytes(m, ipv6) <= netdev_mtu)
+            return m;
+    return 0;
+}
 namespace {
 
 std::vector<std::string_view> split_ws(std::string_view s) {

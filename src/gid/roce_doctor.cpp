@@ -7,10 +7,13 @@
 //   `counters`: the live counters rc_roce interfaces write with UCX_RC_ROCE_STATS_DIR=DIR, one
 //   block per interface (processes that have exited are marked) with its peers and QPs, or JSON
 //   (doctor_counters.cpp).
+//   `devices`: RDMA ports and the userspace device's netdevs with their MTUs, GIDs, traffic class,
+//   PFC/ECN settings and locality, and checks of each (doctor_devices.cpp).
 //
 //   roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... [--set NAME=VALUE]...
 //   roce_doctor wire FILE.pcap
 //   roce_doctor counters [DIR] [--json] [--live] [--device]
+//   roce_doctor devices [--json]
 //
 // --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
 // system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
@@ -54,6 +57,9 @@ int usage(FILE* f) {
                  "  One line per RoCEv2 flow (UDP port 4791, or any port when the ICRC verifies) of the\n"
                  "  capture and traffic class:\n"
                  "  flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E  (KIND: rc, uc, ud, cnp, other)\n"
+                 "usage: roce_doctor devices [--json]\n"
+                 "  RDMA ports and the userspace device's netdevs: state, MTUs, GIDs, traffic class, PFC/ECN,\n"
+                 "  NUMA node and CPUs (hwloc), with checks (exit 1 when one fails).\n"
                  "usage: roce_doctor counters [DIR] [--json] [--live] [--device]\n"
                  "  Live counters of rc_roce interfaces (UCX_RC_ROCE_STATS_DIR): device, per peer, per QP.\n");
     return f == stderr ? 2 : 0;
@@ -160,8 +166,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) return usage(stdout);
     if (!std::strcmp(argv[1], "wire")) return wire_main(argc, argv);
     if (!std::strcmp(argv[1], "counters")) return roce::doctor::counters_main(argc, argv);
+    if (!std::strcmp(argv[1], "devices")) return roce::doctor::devices_main(argc, argv);
     if (std::strcmp(argv[1], "gid") != 0) {
-        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters\n", argv[1]);
+        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters, devices\n", argv[1]);
         return 2;
     }
     Options opt;
@@ -205,17 +212,9 @@ int main(int argc, char** argv) {
         }
     }
 
-    // Environment first, --set after it: later settings override earlier ones, and the
-    // cross-checks (TRAFFIC_CLASS with DSCP, ...) see the merged result.
-    std::vector<std::pair<std::string, std::string>> settings;
-    for (const auto& v : gid_config_vars) {
-        const std::string env = std::string(config_prefix) + std::string(v.name);
-        if (const char* val = std::getenv(env.c_str())) settings.emplace_back(std::string(v.name), val);
-    }
-    settings.insert(settings.end(), opt.settings.begin(), opt.settings.end());
     std::string err;
     GidConfig cfg;
-    if (parse_gid_config(settings, cfg, err) != Status::ok) {
+    if (roce::doctor::load_gid_config(opt.settings, cfg, err) != Status::ok) {
         std::fprintf(stderr, "error: %s\n", err.c_str());
         return 2;
     }

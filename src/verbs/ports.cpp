@@ -14,8 +14,8 @@
 
 namespace roce::verbs {
 
-std::vector<RocePort> list_roce_ports() {
-    std::vector<RocePort> out;
+std::vector<PortStatus> query_ports() {
+    std::vector<PortStatus> out;
     struct stat st;
     // Without RDMA in the kernel libibverbs has nothing to find; asking it only costs a scan.
     if (::stat("/sys/class/infiniband", &st) != 0)
@@ -38,15 +38,31 @@ std::vector<RocePort> list_roce_ports() {
                 ibv_port_attr pa{};
                 if (ibv_query_port(ctx, p, &pa) != 0)
                     continue;
-                if (pa.link_layer != IBV_LINK_LAYER_ETHERNET || pa.state != IBV_PORT_ACTIVE) {
-                    ROCE_DEBUG("verbs: %s:%u skipped (link layer %u, state %u)",
-                               ibv_get_device_name(dev), p, pa.link_layer, pa.state);
-                    continue;
-                }
-                out.push_back({ibv_get_device_name(dev), p});
+                PortStatus s;
+                s.port = {ibv_get_device_name(dev), p};
+                s.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+                s.active = pa.state == IBV_PORT_ACTIVE;
+                s.state = ibv_port_state_str(pa.state);
+                s.active_mtu = 128u << pa.active_mtu;
+                s.max_mtu = 128u << pa.max_mtu;
+                s.gid_tbl_len = unsigned(pa.gid_tbl_len);
+                out.push_back(std::move(s));
             }
         }
         ibv_close_device(ctx);
+    }
+    return out;
+}
+
+std::vector<RocePort> list_roce_ports() {
+    std::vector<RocePort> out;
+    for (const PortStatus& s : query_ports()) {
+        if (!s.ethernet || !s.active) {
+            ROCE_DEBUG("verbs: %s skipped (%s, %s)", s.port.name().c_str(), s.ethernet ? "Ethernet" : "not Ethernet",
+                       s.state.c_str());
+            continue;
+        }
+        out.push_back(s.port);
     }
     return out;
 }

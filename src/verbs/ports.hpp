@@ -15,7 +15,17 @@ struct RocePort {
     std::string name() const { return dev_name + ":" + std::to_string(port); }
 };
 
+// Every port of every RDMA device as ibv_query_port sees it (for roce_doctor).
+struct PortStatus {
+    RocePort port;
+    bool ethernet = false, active = false;
+    std::string state;             // ibv_port_state_str: PORT_ACTIVE, PORT_DOWN, ...
+    unsigned active_mtu = 0, max_mtu = 0;   // bytes
+    unsigned gid_tbl_len = 0;
+};
 // Empty (without touching libibverbs) when the kernel has no RDMA support; never fails.
+std::vector<PortStatus> query_ports();
+// The RoCE ports among them: Ethernet link layer, state ACTIVE.
 std::vector<RocePort> list_roce_ports();
 
 // The RDMA device names that have at least one RoCE port (one memory domain each).

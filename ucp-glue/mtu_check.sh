@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The path MTU of the userspace device against a real netdev MTU (ctests mtu.*): two network
+# namespaces joined by a veth pair of MTU 1500 (standard Ethernet, unlike loopback's 65536). A
+# ucx_perftest pair runs from one namespace to the other over TRANSPORT:
+#   auto  UCX_*_MTU unset: the device picks 1024 (4096-byte packets would not fit, and with DF set
+#         they would never leave) and 1 MiB messages arrive
+#   4096  UCX_*_MTU=4096: opening the interface fails at once with an error naming both sizes
+# Usage: mtu_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) auto|4096
+# Exits 77 (skipped) when network namespaces cannot be created (not root, no netns support).
+set -uo pipefail
+envfile=$1 tl=$2 mode=$3
+# shellcheck disable=SC1090
+source "$envfile"
+ns1=roce_mtu_a.$$ ns2=roce_mtu_b.$$
+cleanup() { ip netns del "$ns1" 2>/dev/null; ip netns del "$ns2" 2>/dev/null; rm -f "$slog" "$clog"; }
+slog=$(mktemp) clog=$(mktemp); trap cleanup EXIT
+if ! ip netns add "$ns1" 2>/dev/null || ! ip netns add "$ns2" 2>/dev/null; then
+  echo "[mtu] SKIP: cannot create network namespaces"; exit 77
+fi
+ip link add mtua.$$ type veth peer name mtub.$$ 2>/dev/null || { echo "[mtu] SKIP: no veth"; exit 77; }
+ip link set mtua.$$ netns "$ns1" name v0 && ip link set mtub.$$ netns "$ns2" name v0 || exit 1
+for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; ip -n "$n" link set v0 mtu 1500 up; done
+ip -n "$ns1" addr add 10.79.0.1/24 dev v0 && ip -n "$ns2" addr add 10.79.0.2/24 dev v0 || exit 1
+
+var=UCX_$(echo "$tl" | tr a-z A-Z)_MTU
+unset "$var"
+[ "$mode" = auto ] || export "$var=$mode"
+export UCX_NET_DEVICES=v0 UCX_TLS=$tl,self
+port=$(( 20000 + (RANDOM % 20000) ))
+args=(-t tag_bw -s 1048576 -n 200 -p "$port")
+echo "[mtu] $tl over a 1500-byte veth between namespaces, ${var}=${!var:-auto}"
+ip netns exec "$ns1" timeout --kill-after=5 60 ucx_perftest "${args[@]}" >"$slog" 2>&1 &
+server=$!
+crc=1
+for _ in $(seq 1 50); do
+  ip netns exec "$ns2" timeout --kill-after=5 60 ucx_perftest 10.79.0.1 "${args[@]}" -f >"$clog" 2>&1
+  crc=$?
+  grep -q "connect() failed\|Connection refused" "$clog" || break
+  sleep 0.2
+done
+kill "$server" 2>/dev/null; wait "$server"; src=$?
+case $mode in
+auto)
+  tail -n 2 "$clog"
+  if [ $crc -ne 0 ]; then
+    echo "[mtu] FAIL: client rc=$crc server rc=$src"; tail -n 15 "$clog" "$slog"; exit 1
+  fi
+  ;;
+*)
+  want="do not fit v0's MTU 1500"
+  grep -h "MTU=" "$clog" "$slog" | head -2
+  if [ $crc -eq 0 ]; then echo "[mtu] FAIL: the transfer ran with packets larger than the netdev MTU"; exit 1; fi
+  if ! grep -q "$want" "$clog"; then
+    echo "[mtu] FAIL: no error saying \"$want\""; tail -n 15 "$clog"; exit 1
+  fi
+  ;;
+esac
+echo "[mtu] ok"
