@@ -5,6 +5,8 @@
 #   counters  while the pair runs, `roce_doctor counters --live` shows both processes with
 #             tx/rx packets > 0; after it, both files remain (marked exited) with the final
 #             counters; the packet traces the pair wrote decode in tshark without errors
+#   ud        ud_roce (UCX_UD_ROCE_STATS_DIR) with 2% drops: per-peer retransmissions add up to
+#             each interface's, and some were counted
 #   devices   `roce_doctor devices` on this host: exit 0, CPUs and netdevs listed, each netdev's
 #             PCI function as sysfs has it; in a namespace, a 1500-byte veth with
 #             UCX_RC_ROCE_MTU=4096 fails its check (exit 1, both sizes named), 1024 passes
@@ -77,6 +79,27 @@ for i in json.load(sys.stdin)["interfaces"]:
         bad = 1
 sys.exit(bad)' || { echo "[diag] FAIL: per-peer retransmissions do not add up to the device counters"; exit 1; }
   ;;
+ud)
+  # ud_roce's counter files: per peer, its reliability (retransmissions under 2% drops) adds up
+  # to the interface's.
+  unset UCX_RC_ROCE_STATS_DIR
+  export UCX_UD_ROCE_STATS_DIR=$dir UCX_UD_ROCE_FAULT_DROP=0.02
+  bash "$here/perftest_pair.sh" "$envfile" 120 -x ud_roce -d lo -t am_lat -n 5000 || exit 1
+  "$doctor" counters "$dir" | grep -E "^ud_roce|peer|retransmits"
+  "$doctor" counters "$dir" --json | python3 -c '
+import json, sys
+ifs = json.load(sys.stdin)["interfaces"]
+bad = len(ifs) != 2
+total = 0
+for i in ifs:
+    dev = i["counters"]["retransmits"]
+    peers = {p["peer"]: p["counters"].get("retransmits", 0) for p in i["peers"]}
+    print("[diag] %s %s: retransmits %d, per peer %s" % (i["transport"], i["address"], dev, peers))
+    total += dev
+    bad |= i["transport"] != "ud_roce" or not peers or sum(peers.values()) != dev
+bad |= total == 0
+sys.exit(bad)' || { echo "[diag] FAIL: ud_roce per-peer counters"; exit 1; }
+  ;;
 devices)
   out=$("$doctor" devices); rc=$?
   echo "$out"
@@ -116,6 +139,6 @@ sys.exit(bad)' || { echo "[diag] FAIL: locality disagrees with sysfs"; exit 1; }
     echo "[diag] (no network namespaces here: MTU mismatch case skipped)"
   fi
   ;;
-*) echo "usage: $0 ENV_FILE ROCE_DOCTOR TSHARK_CHECK counters|faults|devices"; exit 2 ;;
+*) echo "usage: $0 ENV_FILE ROCE_DOCTOR TSHARK_CHECK counters|faults|ud|devices"; exit 2 ;;
 esac
 echo "[diag] ok"

@@ -59,7 +59,7 @@ roce_perftests(perftest.ucp.ud_roce "${_ucp_tests}" "" "UCX_TLS=ud_roce,self")
 
 # Diagnostics: live counters (UCX_RC_ROCE_STATS_DIR + roce_doctor counters), packet traces
 # (UCX_RC_ROCE_PCAP + tshark), the retransmit counter under fault injection.
-foreach(_mode counters faults devices)
+foreach(_mode counters faults ud devices)
   add_test(NAME diag.${_mode} COMMAND ${_sh}/diag_check.sh ${_env} $<TARGET_FILE:roce_doctor>
                                       ${CMAKE_SOURCE_DIR}/src/tests/tshark_check.sh ${_mode})
   set_tests_properties(diag.${_mode} PROPERTIES RUN_SERIAL TRUE TIMEOUT 240)

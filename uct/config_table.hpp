@@ -44,6 +44,11 @@
       "ICRC check must drop the packet).")                                                     \
     X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
       "Seed of the fault-injection random generator (reproducible runs).")                     \
+    X(stats_dir, char*, "STATS_DIR", "", STRING,                                               \
+      "Write every interface's counters (device, per peer, per QP) to "                         \
+      "DIR/<transport>.<pid>.<device>.<port> about once a second while the process runs and "  \
+      "at close (the file stays: the counters at exit); roce_doctor counters DIR shows them. " \
+      "Empty: off.")                                                                           \
     X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
       "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
       "so UCX_LOG_LEVEL must allow them too.")
@@ -103,11 +108,7 @@
       "Empty: off.")                                                                           \
     X(pcap_size, size_t, "PCAP_SIZE", "64m", MEMUNITS,                                         \
       "Largest packet trace file (PCAP); once reached no more packets are written (logged "   \
-      "once).")                                                                                \
-    X(stats_dir, char*, "STATS_DIR", "", STRING,                                               \
-      "Write every interface's counters to DIR/rc_roce.<pid>.<device>.<port> about once a "    \
-      "second while the process runs and at close; roce_doctor counters DIR shows them. "      \
-      "Empty: off.")
+      "once).")
 
 // ud_roce's own tunables (its reliability layer, ud/transport.hpp).
 #define ROCE_UD_CONFIG(X)                                                                      \

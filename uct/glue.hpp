@@ -33,6 +33,7 @@ extern "C" {
 
 #include "common/status.hpp"
 #include "config_table.hpp"
+#include "stats_file.hpp"
 #include "common/rc_device.hpp"
 #include "sw/device.hpp"
 #include "verbs/device.hpp"
@@ -256,11 +257,7 @@ struct Iface {
     std::vector<std::pair<uint32_t, ucs_status_t>> failures;
     bool attention = false;          // some ep has pending requests, flush waiters, CAS retries
     bool in_progress = false;
-    // Live counters (UCX_RC_ROCE_STATS_DIR): the file is rewritten by progress once stats_next
-    // (ucs_get_time, no system call) has passed, and at close. Empty dir: off.
-    std::string stats_dir;
-    std::string stats_file;
-    ucs_time_t stats_next = 0;
+    StatsFile stats;                 // UCX_RC_ROCE_STATS_DIR
 };
 static_assert(std::is_standard_layout_v<Iface>, "uct_iface_h must point at Iface::super");
 

@@ -24,7 +24,6 @@
 namespace roce::uct {
 namespace {
 
-constexpr double stats_interval_s = 1.0;   // UCX_RC_ROCE_STATS_DIR files are rewritten this often
 
 ucs_status_t iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t* addr) noexcept {
     Iface* iface = to_iface(tl_iface);
@@ -320,25 +319,16 @@ uct_iface_internal_ops_t iface_internal_ops = {
     .ep_invalidate = [](uct_ep_h, unsigned) noexcept { return UCS_ERR_UNSUPPORTED; },
 };
 
-// Rewrites the iface's counter file (UCX_RC_ROCE_STATS_DIR); on failure warns once and stops.
+// Rewrites the iface's counter file (UCX_RC_ROCE_STATS_DIR): the device's counters and a section
+// per QP.
 void write_stats(Iface* iface) {
-    iface->stats_next = ucs_get_time() + ucs_time_from_sec(stats_interval_s);
     CounterSnapshot snap;
-    snap.pid = static_cast<long>(getpid());
-    snap.device = iface->dev_name;
     snap.address = iface->dev->address().to_string();
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    snap.time = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
     snap.counters = iface->dev->counters();
     for (auto& q : iface->dev->qp_counters())
         snap.qps.push_back({q.qpn, q.dest_qpn, std::move(q.peer), q.closed ? "closed" : to_string(q.state),
                             std::move(q.counters)});
-    std::string err;
-    if (write_counter_file(iface->stats_dir, iface->stats_file, snap, err) != Status::ok) {
-        ucs_warn("rc_roce: UCX_RC_ROCE_STATS_DIR: %s; counters are no longer written", err.c_str());
-        iface->stats_dir.clear();
-    }
+    iface->stats.write(std::move(snap));
 }
 
 void iface_close(uct_iface_h tl_iface) noexcept {
@@ -349,7 +339,7 @@ void iface_close(uct_iface_h tl_iface) noexcept {
             ucs_debug("rc_roce: closing iface %p with %zu endpoints", iface, iface->eps.size());
         }
         ep_destroy_all(iface);
-        if (!iface->stats_dir.empty()) {
+        if (iface->stats.enabled()) {
             write_stats(iface);
         }
         if (ucs_log_is_enabled(UCS_LOG_LEVEL_DEBUG)) {
@@ -584,9 +574,8 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             iface->bcopy_size = iface->max_msg;
             iface->scratch.reset(new uint8_t[iface->bcopy_size + 64]);
             iface->comps.resize(64);
-            if (config.stats_dir != nullptr && config.stats_dir[0] != '\0') {
-                iface->stats_dir = config.stats_dir;
-                iface->stats_file = counter_file_name(static_cast<long>(getpid()), iface->dev_name, iface->port);
+            iface->stats.open(config.stats_dir, tl_name, iface->dev_name, iface->port);
+            if (iface->stats.enabled()) {
                 write_stats(iface.get());
             }
 
@@ -611,7 +600,7 @@ unsigned iface_progress(uct_iface_h tl_iface) noexcept {
     try {
         count = iface->dev->progress();
         count += drain(iface);
-        if (!iface->stats_dir.empty() && ucs_get_time() >= iface->stats_next) {
+        if (iface->stats.due()) {
             write_stats(iface);
         }
     } catch (...) {

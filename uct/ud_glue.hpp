@@ -38,6 +38,7 @@ struct UdIface {
     std::vector<std::pair<ud::Transport::PeerId, Status>> failures;   // reported after progress
     bool in_progress = false;
     bool async_callbacks = false;             // UCT_CB_FLAG_ASYNC handlers run in the thread
+    StatsFile stats;                          // UCX_UD_ROCE_STATS_DIR
 };
 static_assert(std::is_standard_layout_v<UdIface>);
 

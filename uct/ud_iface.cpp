@@ -76,6 +76,18 @@ ucs_status_t ud_iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexce
     return UCS_OK;
 }
 
+// Rewrites the iface's counter file (UCX_UD_ROCE_STATS_DIR): the transport's counters and a
+// section per peer.
+void write_ud_stats(UdIface* iface) {
+    CounterSnapshot snap;
+    snap.address = iface->tr->address().to_string();
+    snap.counters = iface->tr->counters();
+    for (auto& p : iface->tr->peer_counters())
+        snap.qps.push_back({p.id, p.remote_id, std::move(p.addr), p.failed ? "failed" : "ok", std::move(p.counters),
+                            "peer"});
+    iface->stats.write(std::move(snap));
+}
+
 unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
     AsyncGuard guard(iface);
@@ -87,6 +99,9 @@ unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
     try {
         count = iface->tr->progress();
         ud_progress_waiting(iface, count);
+        if (iface->stats.due()) {
+            write_ud_stats(iface);
+        }
         ud_report_failures(iface, count);
     } catch (...) {
         exception_status("ud_iface_progress");
@@ -148,6 +163,9 @@ void ud_iface_close(uct_iface_h tl_iface) noexcept {
     try {
         uct_base_iface_progress_disable(tl_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
         ud_ep_destroy_all(iface);
+        if (iface->stats.enabled()) {
+            write_ud_stats(iface);
+        }
         if (ucs_log_is_enabled(UCS_LOG_LEVEL_DEBUG)) {
             ucs_debug("ud_roce: %s %s stats: %s", iface->dev_name.c_str(),
                       iface->tr->address().to_string().c_str(), iface->tr->stats_text().c_str());
@@ -448,6 +466,10 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
                 };
             }
             iface->tr = std::make_unique<ud::Transport>(transport_config(config), std::move(qp), cb);
+            iface->stats.open(config.stats_dir, ud_tl_name, iface->dev_name, iface->tr->address().net.port);
+            if (iface->stats.enabled()) {
+                write_ud_stats(iface.get());
+            }
             ucs_debug("ud_roce: opened iface %p on %s (%s), max message %zu", self, dev_name,
                       iface->tr->address().to_string().c_str(), iface->max_msg);
         } catch (...) {

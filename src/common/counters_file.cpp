@@ -1,6 +1,7 @@
 // Live counter files: naming, atomic write, parsing (see counters_file.hpp).
 #include "common/counters_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -11,8 +12,19 @@
 
 namespace roce {
 
-std::string counter_file_name(long pid, const std::string& device, uint16_t port) {
-    return "rc_roce." + std::to_string(pid) + "." + device + "." + std::to_string(port);
+std::string counter_file_name(long pid, const std::string& device, uint16_t port, const std::string& transport) {
+    return transport + "." + std::to_string(pid) + "." + device + "." + std::to_string(port);
+}
+
+bool is_counter_file_name(const std::string& n) {
+    const bool rc = n.rfind("rc_roce.", 0) == 0, ud = n.rfind("ud_roce.", 0) == 0;
+    const auto pid_end = n.find('.', 8), port_dot = n.rfind('.');
+    auto digits = [&](size_t from, size_t to) {
+        return to > from && std::all_of(n.begin() + long(from), n.begin() + long(to),
+                                        [](char c) { return c >= '0' && c <= '9'; });
+    };
+    return (rc || ud) && pid_end != std::string::npos && port_dot > pid_end + 1 && digits(8, pid_end) &&
+           digits(port_dot + 1, n.size());
 }
 
 Status write_counter_file(const std::string& dir, const std::string& name, const CounterSnapshot& snap,
@@ -24,13 +36,13 @@ Status write_counter_file(const std::string& dir, const std::string& name, const
         err = "cannot create " + tmp + ": " + std::strerror(errno);
         return Status::io_error;
     }
-    std::fprintf(f, "# rc_roce pid=%ld device=%s address=%s time=%.3f\n", snap.pid, snap.device.c_str(),
-                 snap.address.c_str(), snap.time);
+    std::fprintf(f, "# %s pid=%ld device=%s address=%s time=%.3f\n", snap.transport.c_str(), snap.pid,
+                 snap.device.c_str(), snap.address.c_str(), snap.time);
     for (const auto& [k, v] : snap.counters)
         std::fprintf(f, "%s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
     for (const auto& q : snap.qps) {
-        std::fprintf(f, "# qp qpn=0x%x dest_qpn=0x%x peer=%s state=%s\n", q.qpn, q.dest_qpn, q.peer.c_str(),
-                     q.state.c_str());
+        std::fprintf(f, "# %s qpn=0x%x dest_qpn=0x%x peer=%s state=%s\n", q.kind.c_str(), q.qpn, q.dest_qpn,
+                     q.peer.c_str(), q.state.c_str());
         for (const auto& [k, v] : q.counters)
             std::fprintf(f, "%s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
     }
@@ -55,11 +67,12 @@ Status read_counter_file(const std::string& path, CounterSnapshot& out, std::str
         return Status::io_error;
     }
     std::string line;
-    if (!std::getline(in, line) || line.rfind("# rc_roce ", 0) != 0) {
-        err = path + ": not an rc_roce counter file (no '# rc_roce' header)";
+    if (!std::getline(in, line) || (line.rfind("# rc_roce ", 0) != 0 && line.rfind("# ud_roce ", 0) != 0)) {
+        err = path + ": not a counter file (no '# rc_roce' or '# ud_roce' header)";
         return Status::invalid_param;
     }
     out = CounterSnapshot{};
+    out.transport = line.substr(2, 7);
     std::istringstream hdr(line.substr(10));
     std::string word;
     while (hdr >> word) {
@@ -78,9 +91,11 @@ Status read_counter_file(const std::string& path, CounterSnapshot& out, std::str
     }
     auto* into = &out.counters;   // the device's counters, then each QP section's
     while (std::getline(in, line)) {
-        if (line.rfind("# qp ", 0) == 0) {
+        const bool qp = line.rfind("# qp ", 0) == 0, peer = line.rfind("# peer ", 0) == 0;
+        if (qp || peer) {
             QpSnapshot q;
-            std::istringstream words(line.substr(5));
+            q.kind = qp ? "qp" : "peer";
+            std::istringstream words(line.substr(qp ? 5 : 7));
             while (words >> word) {
                 const auto eq = word.find('=');
                 if (eq == std::string::npos)

@@ -1,7 +1,8 @@
-// `roce_doctor counters`: the live counter files rc_roce interfaces write with
-// UCX_RC_ROCE_STATS_DIR=DIR (common/counters_file.hpp). Per interface: the device's counters, then
-// per peer (the sums over the QPs connected to one peer device) and per QP (its nonzero counters and
-// gauges). Human-readable, or JSON with --json.
+// `roce_doctor counters`: the live counter files rc_roce and ud_roce interfaces write with
+// UCX_RC_ROCE_STATS_DIR / UCX_UD_ROCE_STATS_DIR=DIR (common/counters_file.hpp). Per interface: the
+// device's counters, then per peer (rc_roce: the sums over the QPs connected to one peer device;
+// ud_roce: its reliability state per peer) and per QP (its nonzero counters and gauges).
+// Human-readable, or JSON with --json.
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -44,8 +45,9 @@ using CounterList = std::vector<std::pair<std::string, uint64_t>>;
 int usage(FILE* f) {
     std::fprintf(f,
                  "usage: roce_doctor counters [DIR] [--json] [--live] [--device]\n"
-                 "  The counters of every rc_roce interface that writes to DIR (UCX_RC_ROCE_STATS_DIR=DIR;\n"
-                 "  default: that variable): the device's, per peer (sums over its QPs) and per QP (nonzero\n"
+                 "  The counters of every rc_roce / ud_roce interface that writes to DIR\n"
+                 "  (UCX_RC_ROCE_STATS_DIR=DIR or UCX_UD_ROCE_STATS_DIR=DIR; default: the first of them that is\n"
+                 "  set): the device's, per peer (sums over its QPs) and per QP (nonzero\n"
                  "  counters and the gauges *_now: outstanding work, window, RTT, CC rate). Interfaces of\n"
                  "  processes that have exited are marked, or with --live left out. --device: the device's\n"
                  "  counters only.\n");
@@ -56,17 +58,6 @@ bool pid_alive(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || err
 
 bool is_gauge(const std::string& name) {
     return name.size() > 4 && name.compare(name.size() - 4, 4, "_now") == 0;
-}
-
-// rc_roce.<pid>.<device>.<port>; other files (packet traces named alike, ...) are not ours.
-bool counter_file(const std::string& n) {
-    const auto pid_end = n.find('.', 8), port_dot = n.rfind('.');
-    auto digits = [&](size_t from, size_t to) {
-        return to > from && std::all_of(n.begin() + long(from), n.begin() + long(to),
-                                        [](char c) { return c >= '0' && c <= '9'; });
-    };
-    return n.rfind("rc_roce.", 0) == 0 && pid_end != std::string::npos && port_dot > pid_end + 1 &&
-           digits(8, pid_end) && digits(port_dot + 1, n.size());
 }
 
 // One peer device: its QPs (open ones; destroyed ones come as one "closed" entry) and the sums of
@@ -86,9 +77,9 @@ std::vector<Peer> peers_of(const CounterSnapshot& snap) {
             it = out.end() - 1;
         }
         it->qps += q.state != "closed";
-        it->qps_rts += q.state == "rts";
+        it->qps_rts += q.state == "rts" || q.state == "ok";
         for (const auto& [k, v] : q.counters) {
-            if (is_gauge(k) && k != "outstanding_now")
+            if (is_gauge(k) && k != "outstanding_now" && q.kind != "peer")   // ud_roce: one section per peer
                 continue;
             auto c = std::find_if(it->sums.begin(), it->sums.end(), [&](const auto& e) { return e.first == k; });
             if (c == it->sums.end())
@@ -125,9 +116,10 @@ void print_json(const std::string& dir, const std::vector<Entry>& entries, doubl
     std::printf("{\"dir\": %s, \"interfaces\": [", json_string(dir).c_str());
     for (size_t i = 0; i < entries.size(); ++i) {
         const Entry& e = entries[i];
-        std::printf("%s\n  {\"file\": %s, \"pid\": %ld, \"alive\": %s, \"device\": %s, \"address\": %s, "
-                    "\"time\": %.3f, \"age_s\": %.3f, \"counters\": %s",
-                    i ? "," : "", json_string(e.file).c_str(), e.snap.pid, e.alive ? "true" : "false",
+        std::printf("%s\n  {\"file\": %s, \"transport\": %s, \"pid\": %ld, \"alive\": %s, \"device\": %s, "
+                    "\"address\": %s, \"time\": %.3f, \"age_s\": %.3f, \"counters\": %s",
+                    i ? "," : "", json_string(e.file).c_str(), json_string(e.snap.transport).c_str(), e.snap.pid,
+                    e.alive ? "true" : "false",
                     json_string(e.snap.device).c_str(), json_string(e.snap.address).c_str(), e.snap.time,
                     now - e.snap.time, json_counters(e.snap.counters).c_str());
         if (!device_only) {
@@ -140,8 +132,9 @@ void print_json(const std::string& dir, const std::vector<Entry>& entries, doubl
             std::printf("],\n   \"qps\": [");
             for (size_t q = 0; q < e.snap.qps.size(); ++q) {
                 const QpSnapshot& s = e.snap.qps[q];
-                std::printf("%s{\"qpn\": %u, \"dest_qpn\": %u, \"peer\": %s, \"state\": %s, \"counters\": %s}",
-                            q ? ", " : "", s.qpn, s.dest_qpn, json_string(s.peer).c_str(),
+                std::printf("%s{\"kind\": %s, \"qpn\": %u, \"dest_qpn\": %u, \"peer\": %s, \"state\": %s, "
+                            "\"counters\": %s}",
+                            q ? ", " : "", json_string(s.kind).c_str(), s.qpn, s.dest_qpn, json_string(s.peer).c_str(),
                             json_string(s.state).c_str(), json_counters(s.counters).c_str());
             }
             std::printf("]");
@@ -153,8 +146,8 @@ void print_json(const std::string& dir, const std::vector<Entry>& entries, doubl
 
 void print_text(const std::vector<Entry>& entries, double now, bool device_only) {
     for (const Entry& e : entries) {
-        std::printf("pid %ld (%s)  device %s  address %s  updated %.1f s ago\n", e.snap.pid,
-                    e.alive ? "running" : "exited", e.snap.device.c_str(), e.snap.address.c_str(),
+        std::printf("%s  pid %ld (%s)  device %s  address %s  updated %.1f s ago\n", e.snap.transport.c_str(),
+                    e.snap.pid, e.alive ? "running" : "exited", e.snap.device.c_str(), e.snap.address.c_str(),
                     now - e.snap.time);
         size_t w = 0;
         for (const auto& [k, v] : e.snap.counters) w = std::max(w, k.size());
@@ -165,6 +158,8 @@ void print_text(const std::vector<Entry>& entries, double now, bool device_only)
                 std::printf("  peer %s  qps=%u (rts %u)%s\n", p.addr.c_str(), p.qps, p.qps_rts,
                             nonzero_text(p.sums).c_str());
             for (const QpSnapshot& q : e.snap.qps) {
+                if (q.kind == "peer")
+                    continue;   // ud_roce: a section per peer, shown on its peer line above
                 if (q.state == "closed")
                     std::printf("  closed qps -> %s%s\n", q.peer.c_str(), nonzero_text(q.counters).c_str());
                 else
@@ -193,12 +188,14 @@ int counters_main(int argc, char** argv) {
         } else dir = a;
     }
     if (dir.empty()) {
-        const char* env = std::getenv("UCX_RC_ROCE_STATS_DIR");
-        if (env == nullptr || *env == '\0') {
-            std::fprintf(stderr, "roce_doctor counters: no DIR given and UCX_RC_ROCE_STATS_DIR is not set\n");
+        for (const char* var : {"UCX_RC_ROCE_STATS_DIR", "UCX_UD_ROCE_STATS_DIR"})
+            if (const char* env = std::getenv(var); env != nullptr && *env != '\0' && dir.empty())
+                dir = env;
+        if (dir.empty()) {
+            std::fprintf(stderr, "roce_doctor counters: no DIR given and neither UCX_RC_ROCE_STATS_DIR nor "
+                                 "UCX_UD_ROCE_STATS_DIR is set\n");
             return 2;
         }
-        dir = env;
     }
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) {
@@ -207,7 +204,7 @@ int counters_main(int argc, char** argv) {
     }
     std::vector<std::string> names;
     while (const dirent* e = ::readdir(d))
-        if (counter_file(e->d_name)) names.emplace_back(e->d_name);
+        if (is_counter_file_name(e->d_name)) names.emplace_back(e->d_name);
     ::closedir(d);
     std::sort(names.begin(), names.end());
     std::vector<Entry> entries;
@@ -230,8 +227,8 @@ int counters_main(int argc, char** argv) {
         return 0;
     }
     if (entries.empty()) {
-        std::printf("no rc_roce counter files in %s (UCX_RC_ROCE_STATS_DIR=%s on the processes?)\n", dir.c_str(),
-                    dir.c_str());
+        std::printf("no counter files in %s (UCX_RC_ROCE_STATS_DIR=%s or UCX_UD_ROCE_STATS_DIR=%s on the "
+                    "processes?)\n", dir.c_str(), dir.c_str(), dir.c_str());
         return 0;
     }
     print_text(entries, now, device_only);

@@ -134,6 +134,8 @@ bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     // timer and, in the end, the peer timeout deal with them like with any loss.
     if (p.rx) p.rx->ack_sent();
     ++(pkt.type == PktType::probe ? stats_.probes_sent : stats_.data_sent);
+    ++(pkt.type == PktType::probe ? p.probes_sent : p.data_sent);
+    p.bytes_sent += pkt.payload.size();
     return true;
 }
 
@@ -149,6 +151,7 @@ void Transport::send_ack(Peer& p) {
     if (qp_->send(p.addr, &iov, 1) != Status::no_resource) {
         p.rx->ack_sent();
         ++stats_.acks_sent;
+        ++p.acks_sent;
     }
 }
 
@@ -459,43 +462,48 @@ TransportStats Transport::stats() const {
     return s;
 }
 
-std::string Transport::stats_text() const {
+Transport::Counters Transport::counters() const {
     std::lock_guard lk(mu_);
     const TransportStats s = stats();
     const DatagramStats d = qp_->stats();
+    return {{"tx_packets", d.tx_packets}, {"rx_packets", d.rx_packets}, {"tx_bytes", d.tx_bytes},
+            {"rx_bytes", d.rx_bytes}, {"tx_dropped", d.tx_dropped}, {"icrc_errors", d.icrc_errors},
+            {"malformed", d.malformed + s.malformed}, {"wrong_qp", d.wrong_qp}, {"peers", s.peers},
+            {"failed_peers", s.failed_peers}, {"data_sent", s.data_sent}, {"acks_sent", s.acks_sent},
+            {"probes_sent", s.probes_sent}, {"retransmits", s.retransmits}, {"fast_retransmits", s.fast_retransmits},
+            {"timeouts", s.timeouts}, {"window_cuts", s.window_cuts}, {"delivered", s.delivered},
+            {"duplicates", s.duplicates}, {"out_of_order", s.out_of_order}, {"out_of_window", s.out_of_window},
+            {"restarted_peers", s.restarted_peers}, {"faults_dropped", d.faults_dropped},
+            {"faults_duplicated", d.faults_duplicated}, {"faults_reordered", d.faults_reordered},
+            {"faults_corrupted", d.faults_corrupted}};
+}
+
+std::string Transport::stats_text() const {
     std::string out;
-    auto add = [&](const char* name, uint64_t v) {
+    for (const auto& [name, v] : counters()) {
         if (!out.empty()) out += ' ';
-        out += name;
-        out += '=';
-        out += std::to_string(v);
-    };
-    add("tx_packets", d.tx_packets);
-    add("rx_packets", d.rx_packets);
-    add("tx_bytes", d.tx_bytes);
-    add("rx_bytes", d.rx_bytes);
-    add("tx_dropped", d.tx_dropped);
-    add("icrc_errors", d.icrc_errors);
-    add("malformed", d.malformed + s.malformed);
-    add("wrong_qp", d.wrong_qp);
-    add("peers", s.peers);
-    add("failed_peers", s.failed_peers);
-    add("data_sent", s.data_sent);
-    add("acks_sent", s.acks_sent);
-    add("probes_sent", s.probes_sent);
-    add("retransmits", s.retransmits);
-    add("fast_retransmits", s.fast_retransmits);
-    add("timeouts", s.timeouts);
-    add("window_cuts", s.window_cuts);
-    add("delivered", s.delivered);
-    add("duplicates", s.duplicates);
-    add("out_of_order", s.out_of_order);
-    add("out_of_window", s.out_of_window);
-    add("restarted_peers", s.restarted_peers);
-    add("faults_dropped", d.faults_dropped);
-    add("faults_duplicated", d.faults_duplicated);
-    add("faults_reordered", d.faults_reordered);
-    add("faults_corrupted", d.faults_corrupted);
+        out += name + '=' + std::to_string(v);
+    }
+    return out;
+}
+
+std::vector<Transport::PeerCounters> Transport::peer_counters() const {
+    std::lock_guard lk(mu_);
+    std::vector<PeerCounters> out;
+    out.reserve(peers_.size());
+    for (size_t i = 0; i < peers_.size(); ++i) {
+        const Peer& p = *peers_[i];
+        PeerCounters c{PeerId(i), p.remote_id, p.addr.to_string(), p.status != Status::ok, {}};
+        const SenderStats t = p.tx ? p.tx->stats() : SenderStats{};
+        const ReceiverStats r = p.rx ? p.rx->stats() : ReceiverStats{};
+        c.counters = {{"data_sent", p.data_sent}, {"bytes_sent", p.bytes_sent}, {"acks_sent", p.acks_sent},
+                      {"probes_sent", p.probes_sent}, {"retransmits", t.retransmits},
+                      {"fast_retransmits", t.fast_retransmits}, {"timeouts", t.timeouts},
+                      {"window_cuts", t.window_cuts}, {"delivered", r.delivered}, {"duplicates", r.duplicates},
+                      {"out_of_order", r.out_of_order}, {"out_of_window", r.out_of_window}, {"malformed", r.malformed},
+                      {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0}};
+        out.push_back(std::move(c));
+    }
     return out;
 }
 

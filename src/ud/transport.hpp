@@ -105,7 +105,20 @@ public:
     UdAddr address() const { return qp_->address(); }
     DatagramStats qp_stats() const { return qp_->stats(); }
     TransportStats stats() const;
-    std::string stats_text() const;   // name=value pairs, counters of the QP included
+    // The transport's and its QP's counters, named, in a fixed order (live counter files).
+    using Counters = std::vector<std::pair<std::string, uint64_t>>;
+    Counters counters() const;
+    std::string stats_text() const;   // counters() as name=value pairs
+    // Per peer: what was sent to it and received from it, its sender's and receiver's counters,
+    // and the gauges window_now / unacked_now.
+    struct PeerCounters {
+        PeerId id = 0;
+        uint32_t remote_id = 0;
+        std::string addr;
+        bool failed = false;
+        Counters counters;
+    };
+    std::vector<PeerCounters> peer_counters() const;
     uint32_t sender_id() const { return cfg_.sender_id; }
 
 private:
@@ -116,6 +129,7 @@ private:
         bool active = false;             // in active_ (has something to send, ACK or time out)
         std::unique_ptr<Sender> tx;
         std::unique_ptr<Receiver> rx;
+        uint64_t data_sent = 0, acks_sent = 0, probes_sent = 0, bytes_sent = 0;
     };
 
     Sender& tx(Peer& p);
