@@ -6,10 +6,15 @@
 //   traffic class its packets really carried: what the switches see.
 //   `counters`: the live counters rc_roce interfaces write with UCX_RC_ROCE_STATS_DIR=DIR, one
 //   block per interface (processes that have exited are marked), or JSON.
+//   `serve` / `check PEER`: a pair of hosts end to end (doctor_serve.hpp, doctor_check.hpp): the
+//   route, the netdev and path MTU against our RoCEv2 packet size, and data-checked ping-pongs
+//   over the userspace device (RC, UD) and the verbs backend, against a `serve` on PEER.
 //
 //   roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... [--set NAME=VALUE]...
 //   roce_doctor wire FILE.pcap
 //   roce_doctor counters [DIR] [--json] [--live]
+//   roce_doctor serve [--bind ADDR] [--port P] [--dev RDMA_DEV[:PORT]] [--once] [--idle S]
+//   roce_doctor check PEER [--port P] [--json] [--netdev IF] [--dev RDMA_DEV[:PORT]] [--mtu N]
 //
 // --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
 // system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
@@ -29,6 +34,8 @@
 
 #include "common/counters_file.hpp"
 #include "gid/config.hpp"
+#include "gid/doctor_check.hpp"
+#include "gid/doctor_serve.hpp"
 #include "gid/explain.hpp"
 #include "gid/gid_table.hpp"
 #include "gid/netdev.hpp"
@@ -60,6 +67,8 @@ int usage(FILE* f) {
                  "  The counters of every rc_roce interface that writes to DIR (UCX_RC_ROCE_STATS_DIR=DIR;\n"
                  "  default: that variable). Interfaces of processes that have exited are marked, or with\n"
                  "  --live left out.\n");
+    roce::doctor::serve_usage(f);
+    roce::doctor::check_usage(f);
     return f == stderr ? 2 : 0;
 }
 
@@ -276,8 +285,10 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) return usage(stdout);
     if (!std::strcmp(argv[1], "wire")) return wire_main(argc, argv);
     if (!std::strcmp(argv[1], "counters")) return counters_main(argc, argv);
+    if (!std::strcmp(argv[1], "serve")) return roce::doctor::serve_main(argc, argv);
+    if (!std::strcmp(argv[1], "check")) return roce::doctor::check_main(argc, argv);
     if (std::strcmp(argv[1], "gid") != 0) {
-        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters\n", argv[1]);
+        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters, serve, check\n", argv[1]);
         return 2;
     }
     Options opt;
