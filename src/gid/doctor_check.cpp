@@ -35,6 +35,7 @@ namespace {
 constexpr int connect_timeout_ms = 3000;
 constexpr int hello_timeout_ms = 5000;
 constexpr double pingpong_timeout_s = 5;
+constexpr double verbs_pingpong_timeout_s = 10;   // rdma_cm setup on soft-RoCE under emulation is slow
 
 struct CheckOptions {
     std::string peer;
@@ -128,6 +129,8 @@ private:
                            " (`ip route get " + peer_.str() + "`)"),
                    false;
         route_ = *r;
+        // To one of this host's own addresses the kernel sends over lo, whatever netdev holds it.
+        egress_ = route_.local && net_.find("lo") ? "lo" : route_.dev;
         std::optional<SockAddr> src;
         if (!opt_.netdev.empty()) {
             // Leaving through IF means sending from IF's address.
@@ -164,13 +167,13 @@ private:
         char b[64];
         std::snprintf(b, sizeof(b), "%.1f ms", connect_ms);
         add("reachability", Verdict::ok,
-            "route " + route_.str() + " (source " + local_.str() + "); control connection to " + dst.str() + " in " + b +
+            "route " + route_.str() + " (source " + local_.str() + (egress_ != route_.dev ? ", via lo: a local address" : "") + "); control connection to " + dst.str() + " in " + b +
                 "; server netdev " + server_.get("netdev").value_or("unknown"));
         return true;
     }
 
     unsigned local_mtu() const {
-        const gid::Netdev* n = net_.find(route_.dev);
+        const gid::Netdev* n = net_.find(egress_);
         return n ? n->mtu : 0;
     }
 
@@ -179,11 +182,11 @@ private:
         const std::string srv_dev = server_.get("netdev").value_or("?");
         if (!srv || local_mtu() == 0)
             return add("netdev_mtu", Verdict::skip,
-                       !srv ? "the server did not report the netdev of " + opt_.peer : "local netdev " + route_.dev + " unknown");
-        const std::string both = "local " + route_.dev + " MTU " + std::to_string(local_mtu()) + ", server " + srv_dev +
+                       !srv ? "the server did not report the netdev of " + opt_.peer : "local netdev " + egress_ + " unknown");
+        const std::string both = "local " + egress_ + " MTU " + std::to_string(local_mtu()) + ", server " + srv_dev +
                                  " MTU " + std::to_string(*srv);
         if (*srv == local_mtu()) return add("netdev_mtu", Verdict::ok, both);
-        const std::string low = *srv < local_mtu() ? srv_dev + " (server)" : route_.dev + " (local)";
+        const std::string low = *srv < local_mtu() ? srv_dev + " (server)" : egress_ + " (local)";
         add("netdev_mtu", Verdict::fail,
             both + ": MTU mismatch; frames larger than the smaller MTU are dropped at " + low +
                 "; set the same MTU on both ends (ip link set dev NAME mtu N)");
@@ -203,7 +206,7 @@ private:
         VerbsPort vp;
         std::string why;
         if (pick_verbs_port(opt_.dev, vp, why) && vp.active_mtu)
-            needs.push_back({vp.name() + " (active_mtu)", std::min(vp.active_mtu, opt_.roce_mtu)});
+            needs.push_back({"the verbs device " + vp.name(), std::min(vp.active_mtu, opt_.roce_mtu)});
         const SockAddr src = SockAddr::from(local_, 0);
         PmtuResult res;
         std::string err;
@@ -225,13 +228,13 @@ private:
             const std::string srv_dev = server_.get("netdev").value_or("the server's netdev");
             std::string fix = fit ? "set UCX_RC_ROCE_MTU=" + std::to_string(fit) + " (and UCX_UD_ROCE_MTU) or raise the MTU of "
                                   : "raise the MTU of ";
-            fix += res.path_mtu < local_mtu() ? "the hops between " + route_.dev + " and " + srv_dev
-                                              : route_.dev + " and " + srv_dev;
+            fix += res.path_mtu < local_mtu() ? "the hops between " + egress_ + " and " + srv_dev
+                                              : egress_ + " and " + srv_dev;
             fix += " to at least " + std::to_string(pkt);
             pmtu_failed_ = true;
             return add("path_mtu", Verdict::fail,
                        "path MTU " + std::to_string(res.path_mtu) + " bytes is smaller than the " + pkt_text +
-                           " (local " + route_.dev + " MTU " + std::to_string(local_mtu()) + ", server " + srv_dev +
+                           " (local " + egress_ + " MTU " + std::to_string(local_mtu()) + ", server " + srv_dev +
                            " MTU " + server_.get("mtu").value_or("?") + "): larger packets are dropped; " + fix);
         }
         add("path_mtu", Verdict::ok, detail);
@@ -298,7 +301,7 @@ private:
         if (open_verbs_device(vp, opt_.roce_mtu, dev, err) != Status::ok) return add("rc_verbs", Verdict::fail, err);
         PingReport rep;
         const WireAddr peer = wire_addr(*ip, uint16_t(*port));
-        if (rc_pingpong(*dev, peer, {{8, 200}, {65536, 20}}, pingpong_timeout_s, rep, err) != Status::ok)
+        if (rc_pingpong(*dev, peer, {{8, 200}, {65536, 20}}, verbs_pingpong_timeout_s, rep, err) != Status::ok)
             return add("rc_verbs", Verdict::fail, "RC SEND ping-pong on " + vp.name() + " with " +
                                                       server_.get("verbs_dev").value_or("?") + " at " + peer.to_string() +
                                                       ": " + err);
@@ -311,6 +314,7 @@ private:
     gid::NetModel net_;
     gid::IpAddr peer_, local_;
     gid::Route route_;
+    std::string egress_;   // the netdev packets to the peer leave through
     std::optional<LineConn> conn_;
     Message server_;
     bool pmtu_failed_ = false;   // ping-pong failures then point at it: the likely cause

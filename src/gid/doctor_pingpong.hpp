@@ -49,6 +49,9 @@ public:
     RcDevice& device() { return *dev_; }
     // One round of progress; returns whether anything arrived or was sent.
     bool poll();
+    // Readable when poll() has work; arms the device's notification first (rc_device.hpp: arm,
+    // then poll, then wait).
+    int arm() { dev_->arm_events(); return dev_->event_fd(); }
 
 private:
     std::unique_ptr<RcDevice> dev_;
@@ -61,6 +64,7 @@ public:
     explicit UdEcho(std::unique_ptr<ud::DatagramQp> qp) : qp_(std::move(qp)) {}
     ud::DatagramQp& qp() { return *qp_; }
     bool poll();
+    int arm() { qp_->arm(); return qp_->event_fd(); }
 
 private:
     std::unique_ptr<ud::DatagramQp> qp_;

@@ -93,13 +93,15 @@ private:
     }
 
     // The netdev holding the address the client reached, and its MTU, for the client's
-    // netdev-MTU comparison.
+    // netdev-MTU comparison. A client on this host talks to us over lo, whichever address it
+    // used (the kernel's local table), and the check side reasons the same way.
     void describe_netdev(Message& reply) {
         local_ = local_addr(conn_.fd()).ip();
         gid::NetModel net;
         std::string err;
         if (gid::load_net_model(gid::SysRoot("/"), net, err) != Status::ok) return;
-        for (const auto& name : net.holders_of(local_))
+        const bool same_host = !net.holders_of(peer_.ip()).empty();
+        for (const auto& name : same_host ? std::vector<std::string>{"lo"} : net.holders_of(local_))
             if (const gid::Netdev* n = net.find(name)) {
                 reply.add("netdev", n->name).add("mtu", std::to_string(n->mtu));
                 return;
@@ -148,11 +150,19 @@ private:
         uint64_t last_activity = now_ns();
         const uint64_t idle_ns = uint64_t(opt_.idle_s) * 1'000'000'000ull;
         for (;;) {
-            // Spin while traffic flows (latency is being measured), sleep 1 ms when it does not.
-            const bool busy = now_ns() - last_activity < 50'000'000;
-            pollfd p[2] = {{conn_.fd(), POLLIN, 0}, {udp_, POLLIN, 0}};
-            ::poll(p, 2, busy || conn_.has_line() ? 0 : 1);
-            bool active = false;
+            // Sleep in poll() on every source of work rather than spinning: on a loaded host a
+            // spinning echo steals the CPU the client needs, and the latency it reports would
+            // measure the scheduler. The 1 ms cap covers a wakeup a device might not signal.
+            pollfd p[5] = {{conn_.fd(), POLLIN, 0}, {udp_, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}, {-1, POLLIN, 0}};
+            if (rc_) p[2].fd = rc_->arm();
+            if (ud_) p[3].fd = ud_->arm();
+            if (verbs_) p[4].fd = verbs_->arm();
+            bool work = false;
+            if (rc_) work |= rc_->poll();
+            if (ud_) work |= ud_->poll();
+            if (verbs_) work |= verbs_->poll();
+            ::poll(p, 5, work || conn_.has_line() ? 0 : 1);
+            bool active = work;
             if (p[1].revents & POLLIN) {
                 drain_probes(udp_);
                 active = true;
@@ -168,9 +178,6 @@ private:
                 if (m.verb == "BYE") return true;
                 return fail("malformed control message: unexpected " + m.verb);
             }
-            if (rc_) active |= rc_->poll();
-            if (ud_) active |= ud_->poll();
-            if (verbs_) active |= verbs_->poll();
             if (active) last_activity = now_ns();
             else if (now_ns() - last_activity > idle_ns)
                 return fail("silent for " + std::to_string(opt_.idle_s) + " s");
