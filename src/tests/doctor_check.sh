@@ -10,7 +10,8 @@
 #   netns_mtu   namespaces A - R (router) - B joined by veth pairs, serve in B, check from A:
 #               all MTUs 9000: ok; R's B side 1500 (the path is smaller than both ends): path_mtu
 #               FAIL naming 1500 and the 4156-byte packet, netdev_mtu ok; the same with --mtu 1024:
-#               ok; B's netdev 1500: netdev_mtu FAIL naming both MTUs. Skips (77) without netns.
+#               ok; B's netdev 1500: netdev_mtu FAIL naming both MTUs; an absent host on A's link:
+#               reachability FAIL within 10 s. Skips (77) without netns.
 set -uo pipefail
 doctor=$1 mode=$2 port=${3:-18611}
 dir=$(mktemp -d)
@@ -156,6 +157,12 @@ netns_mtu)
   run_check hop1500_mtu1024 ip netns exec "${NS}A" -- 10.201.2.1 --mtu 1024
   [ "$rc" = 0 ] || fail "a 1500-byte hop with --mtu 1024: exit $rc, want 0"
   has "$dir/hop1500_mtu1024.out" "fits 1084-byte RoCEv2 packets"
+
+  # A host that is not there (on-link, nobody answers ARP): FAIL within the connect deadline.
+  run_check nohost ip netns exec "${NS}A" -- 10.201.1.77
+  [ "$rc" = 1 ] || fail "an absent host: exit $rc, want 1"
+  [ "$secs" -le 10 ] || fail "an absent host took ${secs}s"
+  has "$dir/nohost.out" "check reachability: FAIL — route 10.201.1.0/24 dev vA"
 
   inR ip link set rB mtu 9000
   inB ip link set vB mtu 1500
