@@ -131,7 +131,7 @@ sys.exit(bad)' || { echo "[diag] FAIL: locality disagrees with sysfs"; exit 1; }
     bad=$(ip netns exec "$ns" env UCX_RC_ROCE_MTU=4096 "$doctor" devices); brc=$?
     echo "$bad" | grep "^check"
     [ $brc -eq 1 ] || { echo "[diag] FAIL: MTU mismatch: exit $brc, want 1"; exit 1; }
-    echo "$bad" | grep -q "^check v0 UCX_RC_ROCE_MTU: FAIL - .*4160-byte packets, v0 has MTU 1500" \
+    echo "$bad" | grep -q "^check v0 UCX_RC_ROCE_MTU: FAIL - .*4156-byte packets, v0 has MTU 1500" \
       || { echo "[diag] FAIL: no clear MTU mismatch message"; exit 1; }
     ip netns exec "$ns" env UCX_RC_ROCE_MTU=1024 "$doctor" devices >/dev/null \
       || { echo "[diag] FAIL: UCX_RC_ROCE_MTU=1024 fits a 1500-byte netdev but a check failed"; exit 1; }

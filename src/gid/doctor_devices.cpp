@@ -21,7 +21,9 @@
 #include "gid/netdev.hpp"
 #include "gid/sysroot.hpp"
 #include "gid/traffic_class.hpp"
+#if ROCE_DOCTOR_VERBS
 #include "verbs/ports.hpp"
+#endif
 
 namespace roce::doctor {
 
@@ -149,6 +151,7 @@ int devices_main(int argc, char** argv) {
     auto netdev_mtu = [&](const std::string& n) { const gid::Netdev* d = net.find(n); return d ? d->mtu : 0u; };
 
     // RDMA ports
+#if ROCE_DOCTOR_VERBS
     for (const auto& p : verbs::query_ports()) {
         Row r{"rdma", p.port.name(), {}, {}};
         gid::PortInfo info;
@@ -190,6 +193,7 @@ int devices_main(int argc, char** argv) {
                                   (need <= nm ? "" : ": packets would be dropped; lower the port MTU or raise the netdev's")});
         }
     }
+#endif
 
     // Netdevs of the userspace device, with the MTU settings of the environment checked.
     for (const auto& d : net.netdevs) {

@@ -15,7 +15,7 @@
 
 namespace roce::gid {
 
-unsigned roce_packet_bytes(unsigned mtu, bool ipv6) { return mtu + 36 + 8 + (ipv6 ? 40 : 20); }
+unsigned roce_packet_bytes(unsigned mtu, bool ipv6) { return mtu + 32 + 8 + (ipv6 ? 40 : 20); }
 
 unsigned largest_roce_mtu(unsigned netdev_mtu, bool ipv6) {
     for (unsigned m = 4096; m >= 256; m /= 2)

@@ -16,9 +16,9 @@
 namespace roce::gid {
 
 // The largest RoCE path MTU (256..4096) whose packets fit a netdev MTU: payload + the largest
-// RoCE headers (BTH + RETH + ImmDt + ICRC, 36 bytes) + UDP + IPv4 (64 in all) or IPv6 (84), as
-// rxe derives its port's active MTU. 1500 -> 1024, 9000 or loopback -> 4096; 0 when not even 256
-// fits.
+// RoCE headers our devices put on a full packet (BTH + RETH of an RDMA WRITE first/only + ICRC,
+// 32 bytes) + UDP + IPv4 (60 in all) or IPv6 (80), as rxe derives its port's active MTU.
+// 1500 -> 1024, 9000 or loopback -> 4096; 0 when not even 256 fits.
 unsigned largest_roce_mtu(unsigned netdev_mtu, bool ipv6);
 // Bytes on the netdev of a full packet of RoCE path MTU `mtu` (what must fit its MTU).
 unsigned roce_packet_bytes(unsigned mtu, bool ipv6);

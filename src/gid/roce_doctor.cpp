@@ -9,11 +9,16 @@
 //   (doctor_counters.cpp).
 //   `devices`: RDMA ports and the userspace device's netdevs with their MTUs, GIDs, traffic class,
 //   PFC/ECN settings and locality, and checks of each (doctor_devices.cpp).
+//   `serve` / `check PEER`: a pair of hosts end to end (doctor_serve.hpp, doctor_check.hpp): the
+//   route, the netdev and path MTU against our RoCEv2 packet size, and data-checked ping-pongs
+//   over the userspace device (RC, UD) and the verbs backend, against a `serve` on PEER.
 //
 //   roce_doctor gid [--sysfs DIR] [--dev NAME[:PORT]] [--netdev IF] [--peer ADDR]... [--set NAME=VALUE]...
 //   roce_doctor wire FILE.pcap
 //   roce_doctor counters [DIR] [--json] [--live] [--device]
 //   roce_doctor devices [--json]
+//   roce_doctor serve [--bind ADDR] [--port P] [--dev RDMA_DEV[:PORT]] [--once] [--idle S]
+//   roce_doctor check PEER [--port P] [--json] [--netdev IF] [--dev RDMA_DEV[:PORT]] [--mtu N]
 //
 // --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
 // system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
@@ -30,6 +35,8 @@
 
 #include "gid/config.hpp"
 #include "gid/doctor.hpp"
+#include "gid/doctor_check.hpp"
+#include "gid/doctor_serve.hpp"
 #include "gid/explain.hpp"
 #include "gid/gid_table.hpp"
 #include "gid/netdev.hpp"
@@ -61,7 +68,9 @@ int usage(FILE* f) {
                  "  RDMA ports and the userspace device's netdevs: state, MTUs, GIDs, traffic class, PFC/ECN,\n"
                  "  NUMA node and CPUs (hwloc), with checks (exit 1 when one fails).\n"
                  "usage: roce_doctor counters [DIR] [--json] [--live] [--device]\n"
-                 "  Live counters of rc_roce interfaces (UCX_RC_ROCE_STATS_DIR): device, per peer, per QP.\n");
+                 "  Live counters of rc_roce / ud_roce interfaces (UCX_*_ROCE_STATS_DIR): device, per peer, per QP.\n");
+    roce::doctor::serve_usage(f);
+    roce::doctor::check_usage(f);
     return f == stderr ? 2 : 0;
 }
 
@@ -167,8 +176,11 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], "wire")) return wire_main(argc, argv);
     if (!std::strcmp(argv[1], "counters")) return roce::doctor::counters_main(argc, argv);
     if (!std::strcmp(argv[1], "devices")) return roce::doctor::devices_main(argc, argv);
+    if (!std::strcmp(argv[1], "serve")) return roce::doctor::serve_main(argc, argv);
+    if (!std::strcmp(argv[1], "check")) return roce::doctor::check_main(argc, argv);
     if (std::strcmp(argv[1], "gid") != 0) {
-        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters, devices\n", argv[1]);
+        std::fprintf(stderr, "roce_doctor: unknown subcommand '%s'; valid: gid, wire, counters, devices, serve, check\n",
+                     argv[1]);
         return 2;
     }
     Options opt;

@@ -2,7 +2,7 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc] [doctor]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
@@ -30,6 +30,8 @@
 #   cc     congestion control on a real ECN-marking bottleneck (fabric.sh): network namespaces, a
 #          bridge, tbf + RED/ECN towards the receiver; a 4-to-1 MPI incast over rc_roce on the
 #          userspace device with UCX_RC_ROCE_CC=dcqcn (3 runs) and off; goodput, Jain, queue, CNPs (~130 s)
+#   doctor `roce_doctor serve` + `check` on rxe0 (doctor.sh): every check ok, rc_verbs over rxe0 included;
+#          --json; a check against a port nobody serves fails clearly (~20 s)
 # Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
 # unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
 set -u
@@ -42,9 +44,11 @@ source "$here/interop.sh"   # interop_group
 source "$here/gid.sh"       # gid_group
 # shellcheck source=fabric.sh
 source "$here/fabric.sh"    # cc_group
+# shellcheck source=doctor.sh
+source "$here/doctor.sh"    # doctor_group
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc doctor)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
@@ -323,6 +327,11 @@ fi
 # ---------------------------------------------------------------------------------------------
 if want cc; then
   cc_group        # namespaces ccsw, ccr0, ccs1..4 (removed again); rxe0 is not involved
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want doctor; then
+  doctor_group    # serve and check in the guest on rxe0
 fi
 
 # rxe's own counters over the whole batch: retransmissions (completer_retry_err, duplicate_request,
