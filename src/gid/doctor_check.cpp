@@ -1,6 +1,7 @@
 #include "gid/doctor_check.hpp"
 #include "gid/doctor.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -25,8 +26,9 @@ void check_usage(FILE* f) {
                  "  Checks the path to a `roce_doctor serve` on PEER (TCP/UDP port P, default %u), one line\n"
                  "  per check: reachability (route, control connection), netdev_mtu (local vs server netdev),\n"
                  "  path_mtu (largest DF datagram vs our RoCEv2 packets: RoCE MTU N, default UCX_RC_ROCE_MTU\n"
-                 "  or 4096, + headers), rc_sw and ud_sw (ping-pongs over the userspace device), rc_verbs (over\n"
-                 "  the RDMA port --dev, else the first active one). --netdev: leave through IF.\n"
+                 "  or auto: what fits the egress netdev, + headers), rc_sw and ud_sw (ping-pongs over the\n"
+                 "  userspace device), rc_verbs (over the RDMA port --dev, else the first active one).\n"
+                 "  --netdev: leave through IF.\n"
                  "  Exit 0 if no check failed, 1 if one did, 2 on usage errors.\n",
                  unsigned(default_port));
 }
@@ -44,7 +46,7 @@ struct CheckOptions {
     bool json = false;
     std::string netdev;
     std::string dev;
-    uint32_t roce_mtu = 4096;
+    uint32_t roce_mtu = 0;   // 0: auto, as the transports pick it (the largest that fits the egress netdev)
 };
 
 enum class Verdict { ok, fail, skip };
@@ -119,6 +121,10 @@ private:
         route_ = *r;
         // To one of this host's own addresses the kernel sends over lo, whatever netdev holds it.
         egress_ = route_.local && net_.find("lo") ? "lo" : route_.dev;
+        if (opt_.roce_mtu == 0) {   // UCX_*_MTU=auto: what the transports pick on this netdev
+            const unsigned m = local_mtu();
+            opt_.roce_mtu = m ? std::max(256u, gid::largest_roce_mtu(m, peer_.family() == gid::Family::inet6)) : 4096;
+        }
         std::optional<SockAddr> src;
         if (!opt_.netdev.empty()) {
             // Leaving through IF means sending from IF's address.
@@ -297,7 +303,7 @@ private:
                                          peer.to_string() + ", every byte checked: " + rep.text());
     }
 
-    const CheckOptions& opt_;
+    CheckOptions opt_;   // roce_mtu resolved once the egress netdev is known
     std::vector<CheckLine> lines_;
     gid::NetModel net_;
     gid::IpAddr peer_, local_;
@@ -357,11 +363,11 @@ int check_main(int argc, char** argv) {
         check_usage(stderr);
         return 2;
     }
-    if (!mtu_text.empty()) {
+    if (!mtu_text.empty() && mtu_text != "auto") {
         char* end = nullptr;
         const unsigned long n = std::strtoul(mtu_text.c_str(), &end, 10);
         if (*end != '\0' || !valid_roce_mtu(n)) {
-            std::fprintf(stderr, "roce_doctor check: %s%s: the RoCE MTU is 256, 512, 1024, 2048 or 4096\n",
+            std::fprintf(stderr, "roce_doctor check: %s%s: the RoCE MTU is 256, 512, 1024, 2048, 4096 or auto\n",
                          mtu_from.c_str(), mtu_text.c_str());
             return 2;
         }

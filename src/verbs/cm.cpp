@@ -99,7 +99,9 @@ ConnPriv DeviceImpl::conn_priv() const {
     cp.version = htonl(conn_version);
     const gid::TcAdvert a = gid::encode_tc_advert(tc_);
     std::memcpy(cp.tc, a.data(), sizeof(cp.tc));
-    cp.flags = conn_flag_tc;
+    cp.flags = conn_flag_tc | conn_flag_port;
+    cp.listen_port[0] = uint8_t(addr_.port >> 8);
+    cp.listen_port[1] = uint8_t(addr_.port);
     return cp;
 }
 
@@ -346,6 +348,8 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     id->context = token_ptr(q->token);
     q->id.reset(id);
     q->peer = from_sockaddr(rdma_get_peer_addr(id));
+    if (cp.flags & conn_flag_port)
+        q->peer.port = uint16_t(cp.listen_port[0] << 8 | cp.listen_port[1]);
     q->tc = negotiate_tc(priv, priv_len);
     if (new_ibv_qp(*q) != Status::ok || !cm_modify(*q, id, IBV_QPS_INIT, true) ||
         !cm_modify(*q, id, IBV_QPS_RTR, true) || !cm_modify(*q, id, IBV_QPS_RTS, true)) {

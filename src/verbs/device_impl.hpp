@@ -37,12 +37,17 @@ struct ConnPriv {
     uint32_t version;
     uint8_t tc[4];
     uint8_t flags;
-    uint8_t reserved[3];
+    uint8_t listen_port[2];   // conn_flag_port: the sender's rdma_cm listener port, big endian
+    uint8_t reserved;
 };
 static_assert(sizeof(ConnPriv) == 16, "rdma_cm private data layout");
 inline constexpr uint32_t conn_magic = 0x52564231u;
 inline constexpr uint32_t conn_version = 2;
 inline constexpr uint8_t conn_flag_tc = 1;
+// The REQ names the requester's device address (its listener port; the REQ itself comes from an
+// ephemeral port), so the passive QP's peer is the device the requester's other QPs reach: one
+// peer in the counters, not one per connection.
+inline constexpr uint8_t conn_flag_port = 2;
 
 // One work request as the device tracks it from post to completion.
 struct WrRec {

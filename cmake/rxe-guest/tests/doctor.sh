@@ -10,6 +10,11 @@
 #                       ping-pong, 8 B and 64 KiB, over rxe0), and path_mtu covers rxe0's active_mtu
 #   doctor.check.json   the same with --json: parses, six checks, ok
 #   doctor.check.dead   check against a port nobody serves: exit 1 within 10 s, reachability FAIL
+#   doctor.devices      `roce_doctor devices`: rxe0:1 listed PORT_ACTIVE, its state/GID/MTU checks ok,
+#                       located through its netdev (hwloc), --json parses
+#   doctor.counters     rc_roce on rxe0:1 (verbs backend) with UCX_RC_ROCE_STATS_DIR: the counter files
+#                       carry rxe's port counters (hw_*) and a section per QP; roce_doctor counters sums
+#                       them per peer (one peer: the passive QP names the requester's device address)
 # (The MTU mismatch between network namespaces is the host ctest doctor.check.netns_mtu.)
 # Results: rxe-result doctor.rc_verbs.lat_8B / lat_64KiB, doctor.rc_sw.lat_8B (median half round trip).
 
@@ -65,6 +70,44 @@ d = json.load(open(sys.argv[1]))
 assert d["ok"] and [c["name"] for c in d["checks"]] == ["reachability", "netdev_mtu", "path_mtu", "rc_sw", "ud_sw", "rc_verbs"], d
 ' "$LOG" || fail_step doctor.check.json "bad JSON"
   fi
+
+  step doctor.devices "$doctor" devices
+  if [ -f "$LOG" ]; then
+    while IFS= read -r line; do printf '  %s\n' "$line"; done < "$LOG"
+    grep -q "^  $DEV:1$" "$LOG" || fail_step doctor.devices "$DEV:1 not listed"
+    for c in state "RoCE v2 GID" MTU; do
+      grep -q "^check $DEV:1 $c: ok" "$LOG" || fail_step doctor.devices "check $DEV:1 $c is not ok"
+    done
+    grep -A14 "^  $DEV:1$" "$LOG" | grep -q "locality .*(via netdev $ndev)" \
+      || fail_step doctor.devices "$DEV not located through its netdev $ndev"
+    "$doctor" devices --json | python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["ok"], d' \
+      || fail_step doctor.devices "bad JSON"
+  fi
+
+  # Counters of rc_roce on the verbs backend: rxe's own port counters ride along (hw_*), QPs have
+  # sections, and the doctor sums them per peer.
+  local sdir=/tmp/roce-stats.$$
+  mkdir -p "$sdir"
+  p=$((p + 1))
+  SRV=(env UCX_RC_ROCE_STATS_DIR="$sdir" LD_PRELOAD="$PLUGIN" ucx_perftest -p "$p")
+  CLI=(env UCX_RC_ROCE_STATS_DIR="$sdir" LD_PRELOAD="$PLUGIN" ucx_perftest -p "$p" localhost -t am_lat -x rc_roce
+       -d "$DEV:1" -n 2000 -w 100)
+  if pair doctor.counters "$p"; then
+    "$doctor" counters "$sdir" > "$LOG.doctor" 2>&1
+    while IFS= read -r line; do printf '  %s\n' "$line"; done < <(grep -E "^rc_roce|hw_sent_pkts|hw_rcvd_pkts|  peer |  qp |closed" "$LOG.doctor")
+    "$doctor" counters "$sdir" --json | python3 -c '
+import json, sys
+ifs = json.load(sys.stdin)["interfaces"]
+assert len(ifs) == 2, ifs
+for i in ifs:
+    c = i["counters"]
+    assert c.get("hw_sent_pkts", 0) > 0 and c.get("hw_rcvd_pkts", 0) > 0, c   # rxe port counters
+    assert c["sends"] > 0 and i["qps"], i
+    assert len(i["peers"]) == 1, i["peers"]   # both QPs of the pair reach one peer device
+    assert sum(p["counters"]["sends"] for p in i["peers"]) == c["sends"], i   # every SEND is some peer'"'"'s
+' || fail_step doctor.counters "counter files without hw_* counters, QP sections or matching per-peer sums"
+  fi
+  rm -rf "$sdir"
 
   # Nobody listens: the exit code 1 is the expected outcome, the step checks it.
   T=15 step doctor.check.dead bash -c '"$1" check "$2" --port 18599 --dev "$3"; [ $? = 1 ]' _ "$doctor" "$ip" "$DEV"

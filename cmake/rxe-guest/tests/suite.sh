@@ -31,7 +31,9 @@
 #          bridge, tbf + RED/ECN towards the receiver; a 4-to-1 MPI incast over rc_roce on the
 #          userspace device with UCX_RC_ROCE_CC=dcqcn (3 runs) and off; goodput, Jain, queue, CNPs (~130 s)
 #   doctor `roce_doctor serve` + `check` on rxe0 (doctor.sh): every check ok, rc_verbs over rxe0 included;
-#          --json; a check against a port nobody serves fails clearly (~20 s)
+#          --json; a check against a port nobody serves fails clearly; `roce_doctor devices` (rxe0:1's
+#          checks, located through its netdev); rc_roce's counter files on rxe0 (hw_* port counters, a
+#          section per QP, one peer) (~20 s)
 # Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
 # unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
 set -u
