@@ -1,6 +1,7 @@
 // roce_doctor's subcommands, one file each (roce_doctor.cpp dispatches), and what they share.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,12 @@
 #include "gid/config.hpp"
 
 namespace roce::doctor {
+
+// `roce_doctor gid ...` (doctor_gid.cpp) and `roce_doctor wire FILE [--json]` (doctor_wire.cpp).
+int gid_main(int argc, char** argv);
+void gid_usage(FILE* f);
+int wire_main(int argc, char** argv);
+void wire_usage(FILE* f);
 
 // `roce_doctor counters [DIR] [--json] [--live] [--device]` (doctor_counters.cpp).
 int counters_main(int argc, char** argv);

@@ -110,6 +110,20 @@ TEST(GidDoctor, ExplainsChoicePerPeer) {
     EXPECT_HAS(r.out, "CNP: tos 192 (DSCP 48)");
 }
 
+TEST(GidDoctor, ExplainsChoicePerPeerAsJson) {
+    DoctorRun r = doctor("gid --json --sysfs " + fixtures + "/mlx5_v1v2 --peer 10.0.0.2");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "{\"ports\": [\n  {\"dev\": \"mlx5_0\", \"port\": 1, \"synthesised\": false");
+    EXPECT_HAS(r.out, "{\"label\": \"peer 10.0.0.2\", \"ok\": true, \"index\": 3, \"gid\": \"10.0.0.1\"");
+    EXPECT_HAS(r.out, "\"traffic_class\": {\"tos\": 106, \"dscp\": 26, \"ecn\": 2, \"priority\": 0}");
+    EXPECT_HAS(r.out, "], \"ok\": true}\n");
+    EXPECT_LACKS(r.out, "GID entries");   // no text mixed in
+    r = doctor("gid --json --sysfs " + fixtures + "/mlx5_v1v2 --set GID_INDEX=40");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_HAS(r.out, "\"error\": \"UCX_RC_ROCE_GID_INDEX=40");
+    EXPECT_HAS(r.out, "\"ok\": false}");
+}
+
 TEST(GidDoctor, PerSubnetWithoutPeer) {
     const DoctorRun r = doctor("gid --sysfs " + fixtures + "/vlan");
     EXPECT_EQ(r.code, 0) << r.out;
@@ -149,6 +163,10 @@ TEST(GidDoctor, WireShowsTheClassPerFlow) {
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_HAS(r.out, "flow 10.0.0.1 -> 10.0.0.2 rc packets=50 tos=0 dscp=0 ecn=not-ect\n");
     EXPECT_HAS(r.out, "flow 10.0.0.2 -> 10.0.0.1 rc packets=39 tos=0 dscp=0 ecn=not-ect\n");
+    r = doctor("wire --json " + pcap);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "{\"src\": \"10.0.0.1\", \"dst\": \"10.0.0.2\", \"kind\": \"rc\", \"packets\": 50, \"tos\": 0, "
+                      "\"dscp\": 0, \"ecn\": \"not-ect\"}");
     r = doctor("wire /nonexistent.pcap");
     EXPECT_EQ(r.code, 1);
     EXPECT_HAS(r.out, "error: /nonexistent.pcap: ");
