@@ -2,7 +2,7 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc] [doctor]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc] [doctor] [mpisuite]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
@@ -34,6 +34,8 @@
 #          --json; a check against a port nobody serves fails clearly; `roce_doctor devices` (rxe0:1's
 #          checks, located through its netdev); rc_roce's counter files on rxe0 (hw_* port counters, a
 #          section per QP, one peer) (~20 s)
+#   mpisuite the project's MPI test suite (mpisuite.sh: mpi_p2p, mpi_osc, mpi_coll at np 4, mpi_threads) over
+#          rc_roce and ud_roce on rxe0:1 under roce-mpirun, results checked by the programs
 # Each step prints "rxe-step name=... status=pass|fail", each figure "rxe-result name=... value=...
 # unit=..." (also in $ROCE_RXE_OUT/results.txt, logs in $ROCE_RXE_OUT/logs); exit 1 if any step failed.
 set -u
@@ -48,9 +50,11 @@ source "$here/gid.sh"       # gid_group
 source "$here/fabric.sh"    # cc_group
 # shellcheck source=doctor.sh
 source "$here/doctor.sh"    # doctor_group
+# shellcheck source=mpisuite.sh
+source "$here/mpisuite.sh"  # mpisuite_group
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc doctor)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc doctor mpisuite)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
@@ -332,6 +336,10 @@ if want cc; then
 fi
 
 # ---------------------------------------------------------------------------------------------
+if want mpisuite; then
+  mpisuite_group  # mpi-tests/ over rc_roce and ud_roce on rxe0
+fi
+
 if want doctor; then
   doctor_group    # serve and check in the guest on rxe0
 fi
