@@ -42,6 +42,9 @@
     X(fault_corrupt, double, "FAULT_CORRUPT", "0", DOUBLE,                                     \
       "Fault injection (tests only): probability to flip a payload bit (the receiver's "      \
       "ICRC check must drop the packet).")                                                     \
+    X(fault_truncate, double, "FAULT_TRUNCATE", "0", DOUBLE,                                   \
+      "Fault injection (tests only): probability to cut a packet short (the receiver's "      \
+      "length and ICRC checks must drop it).")                                                 \
     X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
       "Seed of the fault-injection random generator (reproducible runs).")                     \
     X(stats_dir, char*, "STATS_DIR", "", STRING,                                               \
@@ -91,6 +94,9 @@
       "off when the kernel lacks it or fault injection is active.")                           \
     X(gro, int, "GRO", "y", BOOL,                                                              \
       "Receive coalesced datagrams (kernel UDP GRO) and split them into packets.")             \
+    X(fault_drop_acks, double, "FAULT_DROP_ACKS", "0", DOUBLE,                                 \
+      "Fault injection (tests only): probability to drop an ACK or NAK (only those: the "     \
+      "requester's retransmission timer and the responder's duplicate handling recover).")    \
     X(fault_ce, double, "FAULT_CE", "0", DOUBLE,                                               \
       "Fault injection (tests only): probability to mark a packet ECN CE, as a congested "     \
       "switch queue would (the receiver answers with CNPs when CC is dcqcn).")                 \

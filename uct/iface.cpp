@@ -377,6 +377,8 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.faults.reorder = c.fault_reorder;
     dc.faults.corrupt = c.fault_corrupt;
     dc.faults.ce = c.fault_ce;
+    dc.faults.truncate = c.fault_truncate;
+    dc.faults.drop_acks = c.fault_drop_acks;
     dc.faults.seed = c.fault_seed;
     dc.line_rate_bps = c.cc_line_rate > 0 ? c.cc_line_rate * 1e9 : netdev_speed_bps(d.name, 100e9);
     dc.pcap_path = c.pcap != nullptr ? c.pcap : "";
@@ -403,7 +405,8 @@ ucs_status_t validate_config(const IfaceConfig& c) {
         ucs_error("rc_roce: UCX_RC_ROCE_TX_QUEUE_LEN must be positive");
         return UCS_ERR_INVALID_PARAM;
     }
-    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt}) {
+    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate,
+                     c.fault_drop_acks, c.fault_ce}) {
         if (!(p >= 0 && p <= 1)) {
             ucs_error("rc_roce: fault probabilities must be in [0, 1] (got %g)", p);
             return UCS_ERR_INVALID_PARAM;

@@ -263,7 +263,9 @@ ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConf
     } else {
         d.family = AF_INET6;
         std::memcpy(d.ip, ip.b.data(), 16);
-        d.loopback = IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(d.ip));
+        in6_addr a6;   // copied: d.ip has no in6_addr alignment guarantee
+        std::memcpy(&a6, d.ip, sizeof(a6));
+        d.loopback = IN6_IS_ADDR_LOOPBACK(&a6);
     }
     dc.ip = ip.str();
     // The MTU as seen from the namespace we are in (the model's comes from /sys, which is the
@@ -316,7 +318,7 @@ ucs_status_t md_tl_devices(const Md& md, const char* tl, uct_tl_device_resource_
     std::vector<std::string> names = rdma_ports ? verbs_tl_devices(md) : usable_netdev_names(md.netns, tl);
     std::vector<ucs_sys_device_t> sys(names.size(), UCS_SYS_DEVICE_ID_UNKNOWN);
     std::string err;
-    std::unique_ptr<gid::Topology> topo = locate ? gid::Topology::load(err) : nullptr;
+    const gid::Topology* topo = locate ? gid::Topology::shared(err) : nullptr;
     if (topo) {
         auto where = [&](const std::string& n) {
             return rdma_ports ? topo->of_rdma(n.substr(0, n.rfind(':'))) : topo->of_netdev(n);

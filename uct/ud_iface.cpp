@@ -277,7 +277,7 @@ ucs_status_t validate(const UdIfaceConfig& c) {
                   c.tx_queue_len, c.seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
-    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt}) {
+    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate}) {
         if (!(p >= 0 && p <= 1)) {
             ucs_error("ud_roce: fault probabilities must be in [0, 1] (got %g)", p);
             return UCS_ERR_INVALID_PARAM;
@@ -332,6 +332,7 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
     qc.faults.duplicate = config.fault_duplicate;
     qc.faults.reorder = config.fault_reorder;
     qc.faults.corrupt = config.fault_corrupt;
+    qc.faults.truncate = config.fault_truncate;
     qc.faults.seed = config.fault_seed;
     const Status s = sw::open_ud_qp(qc, qp);
     if (s != Status::ok) {
@@ -352,7 +353,7 @@ ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gi
         return UCS_ERR_NO_DEVICE;
     }
     if (config.fault_drop > 0 || config.fault_duplicate > 0 || config.fault_reorder > 0 ||
-        config.fault_corrupt > 0) {
+        config.fault_corrupt > 0 || config.fault_truncate > 0) {
         ucs_warn("ud_roce: %s: fault injection applies to the userspace device only", tl_dev);
     }
     verbs::UdConfig uc;

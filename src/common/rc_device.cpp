@@ -1,6 +1,18 @@
 #include "common/rc_device.hpp"
 
+#include <netinet/in.h>
+
+#include <cstring>
+
 namespace roce {
+
+bool WireAddr::is_loopback() const {
+    if (family == AF_INET)
+        return ip[0] == 127;
+    in6_addr a;   // copied: ip[] has no in6_addr alignment (UBSan: misaligned access)
+    std::memcpy(&a, ip, sizeof(a));
+    return family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a);
+}
 
 const char* to_string(QpState s) {
     switch (s) {

@@ -29,6 +29,7 @@ struct WireAddr {
     uint16_t port = 0;    // host byte order
     bool operator==(const WireAddr&) const = default;
     std::string to_string() const;
+    bool is_loopback() const;   // 127.0.0.0/8 or ::1
 };
 
 // Memory region access rights (bit mask), as in ibv_access_flags.

@@ -78,14 +78,15 @@ std::vector<Peer> peers_of(const CounterSnapshot& snap) {
         }
         it->qps += q.state != "closed";
         it->qps_rts += q.state == "rts" || q.state == "ok";
-        for (const auto& [k, v] : q.counters) {
+        for (const auto& kv : q.counters) {
+            const std::string& k = kv.first;
             if (is_gauge(k) && k != "outstanding_now" && q.kind != "peer")   // ud_roce: one section per peer
                 continue;
             auto c = std::find_if(it->sums.begin(), it->sums.end(), [&](const auto& e) { return e.first == k; });
             if (c == it->sums.end())
-                it->sums.emplace_back(k, v);
+                it->sums.push_back(kv);
             else
-                c->second += v;
+                c->second += kv.second;
         }
     }
     return out;

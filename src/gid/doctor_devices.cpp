@@ -145,7 +145,7 @@ int devices_main(int argc, char** argv) {
         std::fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
     }
-    auto topo = gid::Topology::load(err);
+    const gid::Topology* topo = gid::Topology::shared(err);
     std::vector<Row> rows;
     std::vector<Check> checks;
     auto netdev_mtu = [&](const std::string& n) { const gid::Netdev* d = net.find(n); return d ? d->mtu : 0u; };

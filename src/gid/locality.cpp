@@ -37,20 +37,26 @@ std::string PciAddr::str() const {
     return b;
 }
 
-std::unique_ptr<Topology> Topology::load(std::string& err) {
-    hwloc_topology_t t = nullptr;
-    if (hwloc_topology_init(&t) != 0) {
-        err = "hwloc_topology_init failed";
-        return nullptr;
-    }
-    // Only what locates devices: PCI functions with OS devices under them, no bridges' details.
-    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(t) != 0) {
-        err = "hwloc_topology_load failed";
-        hwloc_topology_destroy(t);
-        return nullptr;
-    }
-    return std::unique_ptr<Topology>(new Topology(t));
+const Topology* Topology::shared(std::string& err) {
+    static std::string load_err;
+    static const Topology* const topo = []() -> const Topology* {
+        hwloc_topology_t t = nullptr;
+        if (hwloc_topology_init(&t) != 0) {
+            load_err = "hwloc_topology_init failed";
+            return nullptr;
+        }
+        // Only what locates devices: PCI functions with OS devices under them, no bridges' details.
+        hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        if (hwloc_topology_load(t) != 0) {
+            load_err = "hwloc_topology_load failed";
+            hwloc_topology_destroy(t);
+            return nullptr;
+        }
+        return new Topology(t);   // never destroyed: see the header
+    }();
+    if (topo == nullptr)
+        err = load_err;
+    return topo;
 }
 
 Topology::~Topology() { hwloc_topology_destroy(topo_); }

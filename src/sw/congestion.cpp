@@ -20,9 +20,7 @@
 namespace roce::sw {
 
 cc::CcMode DeviceImpl::resolve_cc_mode() const {
-    const WireAddr& a = sock_.local();
-    const bool loopback = a.family == AF_INET ? a.ip[0] == 127
-                                              : IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(a.ip));
+    const bool loopback = sock_.local().is_loopback();
     return cc::resolve_mode(cfg_.cc.mode,
                             loopback ? cc::DeviceKind::userspace_loopback : cc::DeviceKind::userspace);
 }

@@ -106,10 +106,15 @@ void DeviceImpl::tx_send_plain() {
         int held = -1;   // reordered packet waiting for the next one
         for (unsigned i = 0; i < tx_n_; ++i) {
             TxSlot& s = tx_[i];
-            const auto d = faults_.decide();
+            const auto d = faults_.decide(s.buf[0]);
             if (d.drop) {
                 st_.faults_dropped++;
+                st_.faults_acks_dropped += d.ack_dropped;
                 continue;
+            }
+            if (d.truncate) {   // the receiver's length and ICRC checks must refuse what is left
+                s.len = faults_.truncated_length(s.len);
+                st_.faults_truncated++;
             }
             if (d.corrupt) {
                 faults_.corrupt(s.buf, s.len);

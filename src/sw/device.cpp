@@ -167,6 +167,8 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(reads_capped) ROCE_SW_STAT(naks_sent_seq) ROCE_SW_STAT(naks_sent_rnr)
     ROCE_SW_STAT(naks_sent_access) ROCE_SW_STAT(naks_sent_invalid) ROCE_SW_STAT(naks_received_seq)
     ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)
+    ROCE_SW_STAT(faults_dropped) ROCE_SW_STAT(faults_duplicated) ROCE_SW_STAT(faults_reordered)
+    ROCE_SW_STAT(faults_corrupted) ROCE_SW_STAT(faults_truncated) ROCE_SW_STAT(faults_acks_dropped)
 #undef ROCE_SW_STAT
     return out;
 }

@@ -1,6 +1,7 @@
 #include "sw/fault.hpp"
 
 #include "wire/headers.hpp"
+#include "wire/packet.hpp"
 
 namespace roce::sw {
 
@@ -16,19 +17,24 @@ uint64_t FaultInjector::next() {
 
 double FaultInjector::uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }
 
-FaultInjector::Decision FaultInjector::decide() {
+FaultInjector::Decision FaultInjector::decide(uint8_t opcode) {
     Decision d;
     if (!cfg_.any())
         return d;
     d.drop = cfg_.drop > 0 && uniform() < cfg_.drop;
+    if (!d.drop && cfg_.drop_acks > 0 && opcode == uint8_t(wire::Opcode::rc_ack) && uniform() < cfg_.drop_acks)
+        d.drop = d.ack_dropped = true;
     if (d.drop)
         return d;
+    d.truncate = cfg_.truncate > 0 && uniform() < cfg_.truncate;
     d.corrupt = cfg_.corrupt > 0 && uniform() < cfg_.corrupt;
     d.duplicate = cfg_.duplicate > 0 && uniform() < cfg_.duplicate;
     d.reorder = cfg_.reorder > 0 && uniform() < cfg_.reorder;
     d.ce = cfg_.ce > 0 && uniform() < cfg_.ce;
     return d;
 }
+
+size_t FaultInjector::truncated_length(size_t len) { return len ? size_t(next() % len) : 0; }
 
 void FaultInjector::corrupt(uint8_t* pkt, size_t len) {
     if (len < wire::bth_size + wire::icrc_size)

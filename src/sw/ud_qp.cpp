@@ -159,10 +159,14 @@ private:
     }
 
     Status send_faulty(size_t n, sockaddr_storage& ss, socklen_t sl) {
-        const FaultInjector::Decision d = faults_.decide();
+        const FaultInjector::Decision d = faults_.decide(tx_buf_[0]);
         if (d.drop) {
             ++st_.faults_dropped;
             return Status::ok;
+        }
+        if (d.truncate) {   // the receiver's length and ICRC checks must refuse what is left
+            ++st_.faults_truncated;
+            n = faults_.truncated_length(n);
         }
         if (d.corrupt) {
             ++st_.faults_corrupted;

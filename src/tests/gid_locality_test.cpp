@@ -13,7 +13,7 @@ using namespace roce::gid;
 
 TEST(GidLocality, ProcessCpusAndVirtualNetdev) {
     std::string err;
-    auto t = Topology::load(err);
+    const Topology* t = Topology::shared(err);
     ASSERT_NE(t, nullptr) << err;
     EXPECT_FALSE(t->process_cpus().empty());
     const Locality lo = t->of_netdev("lo");
@@ -28,7 +28,7 @@ TEST(GidLocality, ProcessCpusAndVirtualNetdev) {
 
 TEST(GidLocality, PciNetdevIsLocatedAtItsFunction) {
     std::string err;
-    auto t = Topology::load(err);
+    const Topology* t = Topology::shared(err);
     ASSERT_NE(t, nullptr) << err;
     const std::regex bdf("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]");
     int checked = 0;
@@ -55,7 +55,7 @@ TEST(GidLocality, PciNetdevIsLocatedAtItsFunction) {
 
 TEST(GidLocality, CloseDevicesFirstUnknownNextFarLast) {
     std::string err;
-    auto t = Topology::load(err);
+    const Topology* t = Topology::shared(err);
     ASSERT_NE(t, nullptr) << err;
     Locality close, unknown, far;
     close.cpus = t->process_cpus();

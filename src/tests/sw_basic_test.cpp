@@ -71,8 +71,17 @@ TEST(SwPd, KeysAndChecks) {
 TEST(SwCounters, MatchStatsAndText) {
     Pair p;
     ASSERT_TRUE(p.open(cfg4(), cfg4()));
-    const DeviceStats st = p.a.dev->stats();
-    const RcDevice::Counters c = p.a.dev->counters();
+    // The device's progress thread may still count a late ACK: compare a quiescent snapshot
+    // (counters the same before and after stats()).
+    DeviceStats st{};
+    RcDevice::Counters c;
+    for (int i = 0; i < 1000; ++i) {
+        c = p.a.dev->counters();
+        st = p.a.dev->stats();
+        if (p.a.dev->counters() == c)
+            break;
+        usleep(1000);
+    }
     ASSERT_GE(c.size(), 4u);
     EXPECT_EQ(c[0], (std::pair<std::string, uint64_t>{"tx_packets", st.tx_packets}));
     EXPECT_EQ(c[2], (std::pair<std::string, uint64_t>{"rx_packets", st.rx_packets}));
