@@ -22,14 +22,37 @@ print(sum(i["counters"].get(n, 0) for i in ifs for n in sys.argv[1:]))' "$@"
 }
 
 run() {   # run <transport> <fault label> <injected counter> <detected counters> VAR=VALUE...
+          # (VAR: a FAULT_ setting without its prefix, or @NAME for UCX_<TL>_NAME; STALL=N: SIGSTOP
+          #  the second rank N times for 300 ms while it runs, the count is the injected figure)
   local tl=$1 label=$2 injected_ctr=$3 detected_ctrs=$4; shift 4
   local TL=${tl^^} dir=$work/$tl.$label env=() kv transfers=0 mism=0 rc errors=0 rma_ok=""
   mkdir -p "$dir"
-  for kv in "$@"; do env+=("UCX_${TL}_FAULT_${kv}"); done
+  local stalls=0
+  for kv in "$@"; do
+    case $kv in
+      STALL=*) stalls=${kv#STALL=} ;;
+      @*) env+=("UCX_${TL}_${kv#@}") ;;
+      *) env+=("UCX_${TL}_FAULT_${kv}") ;;
+    esac
+  done
   env+=("UCX_${TL}_STATS_DIR=$dir" "UCX_${TL}_FAULT_SEED=$RANDOM" "UCX_TLS=$tl,self")
   echo "[faults] $tl: $label (${*})"
   env "${env[@]}" timeout -k 10 300 "$launcher" -np 2 "$pingpong" --max-size 1048576 --iters 20 --bw-iters 2 \
-    > "$dir/log" 2>&1
+    > "$dir/log" 2>&1 &
+  local job=$! done_stalls=0 victim=""
+  if [ "$stalls" -gt 0 ]; then   # a responder that stops answering for a while (descheduled, swapped)
+    for _ in $(seq 1 100); do
+      victim=$(pgrep -f "^$pingpong" | sort -n | tail -1); [ -n "$victim" ] && break; sleep 0.05
+    done
+    for _ in $(seq 1 "$stalls"); do
+      sleep 0.2
+      kill -STOP "$victim" 2>/dev/null || break
+      sleep 0.3
+      kill -CONT "$victim"
+      done_stalls=$((done_stalls + 1))
+    done
+  fi
+  wait $job
   rc=$?
   read -r transfers mism < <(sed -n 's/^# mpi_pingpong: \([0-9]*\) transfers, \([0-9]*\) mismatches$/\1 \2/p' "$dir/log")
   if [ "$tl" = rc_roce ] && [ "$label" = all ]; then   # one-sided too: results must stay exact
@@ -39,7 +62,7 @@ run() {   # run <transport> <fault label> <injected counter> <detected counters>
   [ $rc -eq 0 ] || errors=1
   local json injected detected
   json=$("$doctor" counters "$dir" --json)
-  injected=$(sum $injected_ctr <<<"$json")
+  if [ "$injected_ctr" = stalls ]; then injected=$done_stalls; else injected=$(sum $injected_ctr <<<"$json"); fi
   detected=$( [ -n "$detected_ctrs" ] && echo "$(sum $detected_ctrs <<<"$json") (${detected_ctrs// / + })" || echo "-")
   local verdict=ok
   if [ $rc -ne 0 ] || [ -z "$transfers" ] || [ "${mism:-1}" != 0 ] || [ "$injected" -le 0 ]; then
@@ -60,6 +83,9 @@ for tl in rc_roce ud_roce; do
 done
 run rc_roce "ACK/NAK drop 5%" faults_acks_dropped "retransmits duplicates" DROP_ACKS=0.05
 run rc_roce "ECN CE 2%"       faults_ce           "ce_received"               CE=0.02
+run rc_roce "receive queue of 4 (RNR)" naks_sent_rnr "rnr_naks"              @RX_QUEUE_LEN=4
+run rc_roce "responder SIGSTOPped 300 ms (up to 4x)" stalls   "timeouts retransmits"      STALL=4
+run ud_roce "responder SIGSTOPped 300 ms (up to 4x)" stalls   "timeouts retransmits"      STALL=4
 run rc_roce all "faults_dropped faults_duplicated faults_reordered faults_corrupted faults_truncated faults_acks_dropped" \
   "retransmits duplicates icrc_errors malformed" DROP=0.01 DUPLICATE=0.01 REORDER=0.01 CORRUPT=0.005 TRUNCATE=0.005 DROP_ACKS=0.02
 run ud_roce all "faults_dropped faults_duplicated faults_reordered faults_corrupted faults_truncated" \

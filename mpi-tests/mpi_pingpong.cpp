@@ -24,7 +24,20 @@ struct Options {
     int bw_iters = 20;         // windows per size
     bool check = true;
     size_t only_size = 0;      // run just this size (e.g. the loss test's 1000 x 1 MiB)
+    double seconds = 0;        // repeat the whole sweep until this much time passed (soak runs)
 };
+
+// Resident set size of this process in KiB (/proc/self/status VmRSS), 0 if unreadable.
+long rss_kib() {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) return 0;
+    char line[256];
+    long kib = 0;
+    while (std::fgets(line, sizeof(line), f))
+        if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib;
+}
 
 uint8_t pattern(size_t size, int iter, int sender, size_t i) {
     // Cheap but position-, iteration- and sender-dependent.
@@ -68,6 +81,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--window") o.bw_window = std::atoi(next());
         else if (a == "--no-check") o.check = false;
         else if (a == "--only-size") o.only_size = std::strtoull(next(), nullptr, 0);
+        else if (a == "--seconds") o.seconds = std::atof(next());
         else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); std::exit(2); }
     }
     return o;
@@ -95,6 +109,10 @@ int main(int argc, char** argv) {
         o.only_size ? std::vector<size_t>{o.only_size} : sizes_up_to(o.max_size);
     if (o.only_size > o.max_size) { buf.resize(o.only_size); rbuf.resize(o.only_size); }
     long transfers = 0;
+    const double start = MPI_Wtime();
+    // --seconds: the sweep repeats (sizes printed once) and every round ends with a line of both
+    // ranks' RSS, so a soak run shows whether memory stays flat.
+    for (int round = 0;; ++round) {
     for (size_t size : sizes) {
         int iters = std::max(5, int(o.lat_iters * std::min(1.0, 65536.0 / double(size))));
         // Latency: rank 0 sends pattern(iter, 0), rank 1 checks it and answers pattern(iter, 1).
@@ -156,10 +174,23 @@ int main(int argc, char** argv) {
         transfers += 2L * (iters + 2) + long(o.bw_window) * (bw_iters + 1);
         double secs = MPI_Wtime() - t1;
         double mbps = double(size) * o.bw_window * bw_iters / secs / 1e6;
-        if (rank == 0) {
+        if (rank == 0 && round == 0) {
             std::printf("size=%zu lat_us=%.2f bw_MBps=%.1f\n", size, lat_us, mbps);
             std::fflush(stdout);
         }
+    }
+    if (o.seconds <= 0) break;
+    long rss[2] = {0, 0}, mine = rss_kib();
+    MPI_Gather(&mine, 1, MPI_LONG, rss, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    int more = 0;
+    if (rank == 0) {
+        const double t = MPI_Wtime() - start;
+        std::printf("# round %d t=%.1f transfers=%ld rss_kib=%ld,%ld\n", round, t, transfers, rss[0], rss[1]);
+        std::fflush(stdout);
+        more = t < o.seconds;
+    }
+    MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!more) break;
     }
 
     long total = 0;
