@@ -80,16 +80,17 @@ for tl in rc_roce ud_roce; do
   run $tl "reorder 2%"    faults_reordered  ""                            REORDER=0.02   # invisible: arrives later
   run $tl "corrupt 1%"    faults_corrupted  "icrc_errors malformed"       CORRUPT=0.01
   run $tl "truncate 1%"   faults_truncated  "icrc_errors malformed"       TRUNCATE=0.01
+  run $tl "delay 2% by 3 ms" faults_delayed  "retransmits duplicates"      DELAY=0.02 DELAY_TIME=3ms
 done
 run rc_roce "ACK/NAK drop 5%" faults_acks_dropped "retransmits duplicates" DROP_ACKS=0.05
 run rc_roce "ECN CE 2%"       faults_ce           "ce_received"               CE=0.02
 run rc_roce "receive queue of 4 (RNR)" naks_sent_rnr "rnr_naks"              @RX_QUEUE_LEN=4
 run rc_roce "responder SIGSTOPped 300 ms (up to 4x)" stalls   "timeouts retransmits"      STALL=4
 run ud_roce "responder SIGSTOPped 300 ms (up to 4x)" stalls   "timeouts retransmits"      STALL=4
-run rc_roce all "faults_dropped faults_duplicated faults_reordered faults_corrupted faults_truncated faults_acks_dropped" \
-  "retransmits duplicates icrc_errors malformed" DROP=0.01 DUPLICATE=0.01 REORDER=0.01 CORRUPT=0.005 TRUNCATE=0.005 DROP_ACKS=0.02
-run ud_roce all "faults_dropped faults_duplicated faults_reordered faults_corrupted faults_truncated" \
-  "retransmits duplicates icrc_errors malformed" DROP=0.01 DUPLICATE=0.01 REORDER=0.01 CORRUPT=0.005 TRUNCATE=0.005
+run rc_roce all "faults_dropped faults_duplicated faults_reordered faults_corrupted faults_truncated faults_acks_dropped faults_delayed" \
+  "retransmits duplicates icrc_errors malformed" DROP=0.01 DUPLICATE=0.01 REORDER=0.01 CORRUPT=0.005 TRUNCATE=0.005 DROP_ACKS=0.02 DELAY=0.01
+run ud_roce all "faults_dropped faults_duplicated faults_reordered faults_corrupted faults_truncated faults_delayed" \
+  "retransmits duplicates icrc_errors malformed" DROP=0.01 DUPLICATE=0.01 REORDER=0.01 CORRUPT=0.005 TRUNCATE=0.005 DELAY=0.01
 
 {
   echo "| transport | fault (each side, on transmit) | packets injected | seen in the counters | transfers verified | errors reported | bytes lost | result |"

@@ -45,6 +45,11 @@
     X(fault_truncate, double, "FAULT_TRUNCATE", "0", DOUBLE,                                   \
       "Fault injection (tests only): probability to cut a packet short (the receiver's "      \
       "length and ICRC checks must drop it).")                                                 \
+    X(fault_delay, double, "FAULT_DELAY", "0", DOUBLE,                                         \
+      "Fault injection (tests only): probability to hold a packet back for FAULT_DELAY_TIME "  \
+      "(it arrives late, behind later packets).")                                              \
+    X(fault_delay_time, double, "FAULT_DELAY_TIME", "2ms", TIME,                               \
+      "How long FAULT_DELAY holds a packet back.")                                             \
     X(fault_seed, unsigned long, "FAULT_SEED", "1", ULONG,                                     \
       "Seed of the fault-injection random generator (reproducible runs).")                     \
     X(stats_dir, char*, "STATS_DIR", "", STRING,                                               \

@@ -378,6 +378,8 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.faults.corrupt = c.fault_corrupt;
     dc.faults.ce = c.fault_ce;
     dc.faults.truncate = c.fault_truncate;
+    dc.faults.delay = c.fault_delay;
+    dc.faults.delay_us = static_cast<uint32_t>(std::clamp(c.fault_delay_time * 1e6, 1.0, 10e6));
     dc.faults.drop_acks = c.fault_drop_acks;
     dc.faults.seed = c.fault_seed;
     dc.line_rate_bps = c.cc_line_rate > 0 ? c.cc_line_rate * 1e9 : netdev_speed_bps(d.name, 100e9);
@@ -406,7 +408,7 @@ ucs_status_t validate_config(const IfaceConfig& c) {
         return UCS_ERR_INVALID_PARAM;
     }
     for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate,
-                     c.fault_drop_acks, c.fault_ce}) {
+                     c.fault_drop_acks, c.fault_ce, c.fault_delay}) {
         if (!(p >= 0 && p <= 1)) {
             ucs_error("rc_roce: fault probabilities must be in [0, 1] (got %g)", p);
             return UCS_ERR_INVALID_PARAM;

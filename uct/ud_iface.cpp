@@ -277,7 +277,8 @@ ucs_status_t validate(const UdIfaceConfig& c) {
                   c.tx_queue_len, c.seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
-    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate}) {
+    for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate,
+                     c.fault_delay}) {
         if (!(p >= 0 && p <= 1)) {
             ucs_error("ud_roce: fault probabilities must be in [0, 1] (got %g)", p);
             return UCS_ERR_INVALID_PARAM;
@@ -333,6 +334,8 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
     qc.faults.reorder = config.fault_reorder;
     qc.faults.corrupt = config.fault_corrupt;
     qc.faults.truncate = config.fault_truncate;
+    qc.faults.delay = config.fault_delay;
+    qc.faults.delay_us = static_cast<uint32_t>(std::clamp(config.fault_delay_time * 1e6, 1.0, 10e6));
     qc.faults.seed = config.fault_seed;
     const Status s = sw::open_ud_qp(qc, qp);
     if (s != Status::ok) {
@@ -353,7 +356,7 @@ ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gi
         return UCS_ERR_NO_DEVICE;
     }
     if (config.fault_drop > 0 || config.fault_duplicate > 0 || config.fault_reorder > 0 ||
-        config.fault_corrupt > 0 || config.fault_truncate > 0) {
+        config.fault_corrupt > 0 || config.fault_truncate > 0 || config.fault_delay > 0) {
         ucs_warn("ud_roce: %s: fault injection applies to the userspace device only", tl_dev);
     }
     verbs::UdConfig uc;

@@ -37,7 +37,7 @@ bool decode(std::span<const uint8_t> in, Msg& m) {
     const uint16_t len = be::load16(p + 6);
     if (len < msg_size || len > in.size())
         return false;
-    if (p[5] < uint8_t(MsgType::req) || p[5] > uint8_t(MsgType::rej))
+    if (p[5] < uint8_t(MsgType::req) || p[5] > uint8_t(MsgType::drep))
         return false;
     m.type = MsgType(p[5]);
     m.conn_id = be::load64(p + 8);
@@ -101,7 +101,35 @@ void DeviceImpl::cm_send_req(Qp& qp) {
     qp.cm_deadline_ns = now_ns() + qp.cm_timeout_ns;
 }
 
+void DeviceImpl::timewait_add(uint64_t conn_id, uint64_t now) {
+    while (!timewait_order_.empty() &&
+           (timewait_order_.size() >= timewait_max || timewait_order_.front().first <= now)) {
+        auto it = timewait_.find(timewait_order_.front().second);
+        if (it != timewait_.end() && it->second == timewait_order_.front().first)
+            timewait_.erase(it);
+        timewait_order_.pop_front();
+    }
+    timewait_[conn_id] = now + timewait_ns;
+    timewait_order_.emplace_back(now + timewait_ns, conn_id);
+}
+
+bool DeviceImpl::in_timewait(uint64_t conn_id, uint64_t now) {
+    auto it = timewait_.find(conn_id);
+    return it != timewait_.end() && it->second > now;
+}
+
 void DeviceImpl::cm_timers(uint64_t now) {
+    for (Closing& c : closing_) {   // DREQs not answered yet
+        if (now < c.deadline_ns)
+            continue;
+        if (c.tries_left > 0) {
+            --c.tries_left;
+            c.interval_ns *= 2;
+            c.deadline_ns = now + c.interval_ns;
+            cm_send(c.peer, c.m);
+        }
+    }
+    std::erase_if(closing_, [&](const Closing& c) { return c.tries_left == 0 && now >= c.deadline_ns; });
     std::vector<Qp*> fail;
     for (auto& [q, p] : qps_) {
         Qp& qp = *p;
@@ -138,6 +166,11 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             rej.conn_id = m.conn_id;
             rej.dst_qpn = m.src_qpn;
             cm_send(src, rej);
+            return;
+        }
+        if (in_timewait(m.conn_id, now_ns())) {
+            ROCE_DEBUG("cm: REQ of closed connection %llx from %s ignored", (unsigned long long)m.conn_id,
+                       src.to_string().c_str());
             return;
         }
         const auto key = std::make_pair(peer_key(src), m.src_qpn);
@@ -218,17 +251,31 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
     }
     case cm::MsgType::dreq: {
         Qp* qp = find_qp(m.dst_qpn);
-        if (!qp || qp->manual || !(qp->peer == src) || qp->dest_qpn != m.src_qpn || qp->conn_id != m.conn_id)
-            return;
-        ROCE_DEBUG("cm: peer %s closed qp 0x%x", src.to_string().c_str(), qp->qpn);
-        if (qp->passive) {
-            qp->state = QpState::error;   // no DREQ echo
-            destroy_qp(qp->qpn);
-        }   // nobody else knows it well enough to free it
-        else
-            qp_fail(*qp, Status::canceled);
+        const bool ours = qp && !qp->manual && qp->peer == src && qp->dest_qpn == m.src_qpn && qp->conn_id == m.conn_id;
+        if (qp && !ours)
+            return;   // another connection's QP (or a forged DREQ): not ours to close or answer
+        if (ours) {
+            ROCE_DEBUG("cm: peer %s closed qp 0x%x", src.to_string().c_str(), qp->qpn);
+            if (qp->passive) {
+                qp->state = QpState::error;   // no DREQ echo
+                destroy_qp(qp->qpn);
+            }   // nobody else knows it well enough to free it
+            else
+                qp_fail(*qp, Status::canceled);
+        }
+        cm::Msg drep;   // also when an earlier copy already freed the QP
+        drep.type = cm::MsgType::drep;
+        drep.conn_id = m.conn_id;
+        drep.src_qpn = m.dst_qpn;
+        drep.dst_qpn = m.src_qpn;
+        cm_send(src, drep);
         return;
     }
+    case cm::MsgType::drep:
+        std::erase_if(closing_, [&](const Closing& c) {
+            return c.peer == src && c.m.conn_id == m.conn_id && c.m.src_qpn == m.dst_qpn;
+        });
+        return;
     }
 }
 

@@ -112,6 +112,12 @@ void DeviceImpl::tx_send_plain() {
                 st_.faults_acks_dropped += d.ack_dropped;
                 continue;
             }
+            if (d.delay) {   // sent by send_delayed once due: late, behind later packets
+                delayed_.push_back({now_ns() + uint64_t(cfg_.faults.delay_us) * 1000,
+                                    std::vector<uint8_t>(s.buf, s.buf + s.len), s.sa, s.salen, s.tos});
+                st_.faults_delayed++;
+                continue;
+            }
             if (d.truncate) {   // the receiver's length and ICRC checks must refuse what is left
                 s.len = faults_.truncated_length(s.len);
                 st_.faults_truncated++;
@@ -232,6 +238,31 @@ void DeviceImpl::tx_send_gso() {
     }
     if (m)
         sock_.send_batch(tx_msgs_.data(), m);
+}
+
+void DeviceImpl::send_delayed(uint64_t now) {
+    while (!delayed_.empty() && delayed_.front().due_ns <= now) {
+        DelayedTx& d = delayed_.front();
+        iovec iov{d.bytes.data(), d.bytes.size()};
+        msghdr m{};
+        m.msg_name = &d.sa;
+        m.msg_namelen = d.salen;
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        uint8_t c[CMSG_SPACE(sizeof(int))];
+        if (d.tos >= 0) {
+            m.msg_control = c;
+            m.msg_controllen = put_tos_cmsg(c, d.sa.ss_family, d.tos);
+        }
+        if (::sendmsg(sock_.fd(), &m, MSG_DONTWAIT) > 0) {
+            st_.tx_packets++;
+            st_.tx_bytes += d.bytes.size();
+            WireAddr dst;
+            if (pcap_ && from_sockaddr(reinterpret_cast<const sockaddr*>(&d.sa), d.salen, dst))
+                pcap_->write(sock_.local(), dst, d.tos >= 0 ? uint8_t(d.tos) : cfg_.traffic_class, 0, d.bytes);
+        }
+        delayed_.pop_front();
+    }
 }
 
 // ---- receive path
@@ -371,6 +402,10 @@ void DeviceImpl::run_timers(uint64_t now) {
         if (t && (!next || t < next))
             next = t;
     };
+    if (!delayed_.empty())
+        consider(delayed_.front().due_ns);
+    for (const Closing& c : closing_)
+        consider(c.deadline_ns);
     for (auto& [q, p] : qps_) {
         consider(p->timer_deadline_ns);
         consider(p->rnr_wait_until_ns);
@@ -442,6 +477,7 @@ unsigned DeviceImpl::progress_locked(bool owner) {
         tx_flush();   // more to receive: do not hold packets back
     }
     const uint64_t now = now_ns();
+    send_delayed(now);
     run_timers(now);
     if (pcap_ && now - pcap_flushed_ns_ > 1000000000) {   // the trace readable while the job runs
         pcap_->flush();

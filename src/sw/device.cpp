@@ -169,6 +169,7 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)
     ROCE_SW_STAT(faults_dropped) ROCE_SW_STAT(faults_duplicated) ROCE_SW_STAT(faults_reordered)
     ROCE_SW_STAT(faults_corrupted) ROCE_SW_STAT(faults_truncated) ROCE_SW_STAT(faults_acks_dropped)
+    ROCE_SW_STAT(faults_delayed)
 #undef ROCE_SW_STAT
     return out;
 }
@@ -279,10 +280,12 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
         m.src_qpn = qp->qpn;
         m.dst_qpn = qp->dest_qpn;
         cm_send(qp->peer, m);
-        cm_send(qp->peer, m);
+        const uint64_t first_ns = 2000000;   // then 4, 8, ... ms, cm::dreq_tries in all
+        closing_.push_back({qp->peer, m, now_ns() + first_ns, first_ns, cm::dreq_tries - 1});
     }
     qp_fail(*qp, Status::canceled);
     if (qp->passive) {
+        timewait_add(qp->conn_id, now_ns());
         std::array<uint8_t, 18> k{};
         std::memcpy(k.data(), qp->peer.ip, 16);
         k[16] = uint8_t(qp->peer.port >> 8);

@@ -48,9 +48,12 @@ struct FaultConfig {
     double ce = 0;         // mark a data packet's ECN field CE, as a congested switch would
     double truncate = 0;   // cut a packet short (after its ICRC was computed)
     double drop_acks = 0;  // drop an RC ACK/NAK (only those: the requester's timer must recover)
+    double delay = 0;      // hold a packet back for delay_us (a slow path; it arrives late, out of order)
+    uint32_t delay_us = 2000;
     uint64_t seed = 1;
     bool any() const {
-        return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0 || ce > 0 || truncate > 0 || drop_acks > 0;
+        return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0 || ce > 0 || truncate > 0 ||
+               drop_acks > 0 || delay > 0;
     }
 };
 
@@ -107,7 +110,7 @@ struct DeviceStats {
     uint64_t retransmits, duplicates, seq_errors, naks_sent, naks_received;
     uint64_t rnr_naks, timeouts, icrc_errors, malformed, dropped_unknown_qp;
     uint64_t faults_dropped, faults_duplicated, faults_reordered, faults_corrupted;
-    uint64_t faults_truncated, faults_acks_dropped;
+    uint64_t faults_truncated, faults_acks_dropped, faults_delayed;
     uint64_t gso_sends, gro_datagrams;   // offload use: multi-segment sends / coalesced receives
     uint64_t rx_nonzero_ipv4_id;         // packets whose ICRC matched a nonzero IPv4 ID (GSO segments;
                                          // every packet of a ManualPeer that numbers them, e.g. rxe)

@@ -101,6 +101,16 @@ public:
     // tos >= 0: this packet's ToS differs from the socket's (a connection's negotiated class).
     void tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos = -1);
     void tx_flush();
+    // Fault injection's delayed packets (FaultConfig::delay), sent once due (progress, timers).
+    struct DelayedTx {
+        uint64_t due_ns;
+        std::vector<uint8_t> bytes;
+        sockaddr_storage sa;
+        socklen_t salen;
+        int tos;
+    };
+    std::deque<DelayedTx> delayed_;
+    void send_delayed(uint64_t now);
     // Builds and queues one packet to the QP's peer.
     void emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload);
 
@@ -133,6 +143,25 @@ public:
     void cm_send(const WireAddr& to, const cm::Msg& m);
     void cm_send_req(Qp& qp);
     void cm_timers(uint64_t now);
+    // DREQs of destroyed QPs, retransmitted until a DREP answers (cm.hpp).
+    struct Closing {
+        WireAddr peer;
+        cm::Msg m;
+        uint64_t deadline_ns;
+        uint64_t interval_ns;
+        unsigned tries_left;
+    };
+    std::vector<Closing> closing_;
+    // Connections whose passive QP was freed, by the active side's nonce, for timewait_ns: a late
+    // or duplicated REQ of such a connection (still in the network when its DREQ arrived) must not
+    // create a new passive QP that nobody would ever close (found by SwSoak: duplicate + delay
+    // faults under QP churn).
+    static constexpr uint64_t timewait_ns = 5'000'000'000ull;
+    static constexpr size_t timewait_max = 16384;
+    std::unordered_map<uint64_t, uint64_t> timewait_;        // conn_id -> expiry
+    std::deque<std::pair<uint64_t, uint64_t>> timewait_order_;   // (expiry, conn_id), oldest first
+    void timewait_add(uint64_t conn_id, uint64_t now);
+    bool in_timewait(uint64_t conn_id, uint64_t now);
     void cm_put_tc(cm::Msg& m) const;                 // tc.cpp: our class into a REQ/REP
     void cm_take_tc(Qp& qp, const cm::Msg& m) const;  // tc.cpp: the connection's class from the peer's
     void set_peer(Qp& qp, const WireAddr& peer);

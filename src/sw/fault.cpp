@@ -27,6 +27,7 @@ FaultInjector::Decision FaultInjector::decide(uint8_t opcode) {
     if (d.drop)
         return d;
     d.truncate = cfg_.truncate > 0 && uniform() < cfg_.truncate;
+    d.delay = cfg_.delay > 0 && uniform() < cfg_.delay;
     d.corrupt = cfg_.corrupt > 0 && uniform() < cfg_.corrupt;
     d.duplicate = cfg_.duplicate > 0 && uniform() < cfg_.duplicate;
     d.reorder = cfg_.reorder > 0 && uniform() < cfg_.reorder;

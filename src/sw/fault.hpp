@@ -2,7 +2,7 @@
 // duplicate, reorder (swap with the next packet) or corrupt it (flip one bit after the ICRC was
 // computed, so the receiver's ICRC check must catch it), or mark it CE (ECN congestion experienced,
 // what an ECN-marking switch queue does, so the receiver's notification point must answer it),
-// cut it short (truncate), or drop RC ACKs/NAKs only (the requester's retransmission timer and
+// cut it short (truncate), hold it back for a while (delay), or drop RC ACKs/NAKs only (the requester's retransmission timer and
 // the responder's duplicate handling must recover without them).
 #pragma once
 
@@ -19,7 +19,8 @@ public:
     bool enabled() const { return cfg_.any(); }
 
     struct Decision {
-        bool drop = false, duplicate = false, reorder = false, corrupt = false, ce = false, truncate = false;
+        bool drop = false, duplicate = false, reorder = false, corrupt = false, ce = false, truncate = false,
+             delay = false;
         bool ack_dropped = false;   // drop set because the packet is an RC ACK/NAK (drop_acks)
     };
     // For one packet whose first byte (BTH opcode) is `opcode`.

@@ -1,6 +1,8 @@
 #include "sw/ud_qp.hpp"
 
 #include <cstring>
+#include <ctime>
+#include <deque>
 #include <random>
 #include <sys/epoll.h>
 #include <vector>
@@ -164,6 +166,12 @@ private:
             ++st_.faults_dropped;
             return Status::ok;
         }
+        if (d.delay) {   // sent by flush_held once due: late, behind later packets
+            ++st_.faults_delayed;
+            delayed_.push_back({now() + uint64_t(cfg_.faults.delay_us) * 1000,
+                                std::vector<uint8_t>(tx_buf_.begin(), tx_buf_.begin() + ptrdiff_t(n)), ss, sl});
+            return Status::ok;
+        }
         if (d.truncate) {   // the receiver's length and ICRC checks must refuse what is left
             ++st_.faults_truncated;
             n = faults_.truncated_length(n);
@@ -194,6 +202,18 @@ private:
             has_held_ = false;
             transmit(held_.data(), held_.size(), held_sa_, held_sl_);
         }
+        const uint64_t t = delayed_.empty() ? 0 : now();
+        while (!delayed_.empty() && delayed_.front().due_ns <= t) {
+            Delayed& d = delayed_.front();
+            transmit(d.bytes.data(), d.bytes.size(), d.sa, d.sl);
+            delayed_.pop_front();
+        }
+    }
+
+    static uint64_t now() {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
     }
 
     UdQpConfig cfg_;
@@ -211,6 +231,13 @@ private:
     sockaddr_storage held_sa_{};
     socklen_t held_sl_ = 0;
     bool has_held_ = false;
+    struct Delayed {
+        uint64_t due_ns;
+        std::vector<uint8_t> bytes;
+        sockaddr_storage sa;
+        socklen_t sl;
+    };
+    std::deque<Delayed> delayed_;   // FaultConfig::delay
     ud::DatagramStats st_;
 };
 

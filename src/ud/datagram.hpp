@@ -50,7 +50,7 @@ struct DatagramStats {
     uint64_t tx_dropped = 0;          // the device refused a send (socket buffer / send queue)
     uint64_t icrc_errors = 0, malformed = 0, wrong_qp = 0;
     uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0, faults_corrupted = 0;
-    uint64_t faults_truncated = 0;
+    uint64_t faults_truncated = 0, faults_delayed = 0;
 };
 
 class DatagramQp {

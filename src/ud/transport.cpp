@@ -475,7 +475,8 @@ Transport::Counters Transport::counters() const {
             {"duplicates", s.duplicates}, {"out_of_order", s.out_of_order}, {"out_of_window", s.out_of_window},
             {"restarted_peers", s.restarted_peers}, {"faults_dropped", d.faults_dropped},
             {"faults_duplicated", d.faults_duplicated}, {"faults_reordered", d.faults_reordered},
-            {"faults_corrupted", d.faults_corrupted}, {"faults_truncated", d.faults_truncated}};
+            {"faults_corrupted", d.faults_corrupted}, {"faults_truncated", d.faults_truncated},
+            {"faults_delayed", d.faults_delayed}};
 }
 
 std::string Transport::stats_text() const {
