@@ -93,10 +93,12 @@ foreach(tl IN LISTS ROCE_PEER_FAILURE_TRANSPORTS)
   endif()
   add_test(NAME ucp.peer_failure.${tl} COMMAND ${_pf})
   add_test(NAME ucp.peer_failure.${tl}.idle COMMAND ${_pf} -i)
+  # The peer's traffic cut instead of the peer killed: SIGSTOPped, alive, its port still bound.
+  add_test(NAME ucp.peer_failure.${tl}.cut COMMAND ${_pf} -c)
   set(_pf_env "UCX_TLS=${tl},self;UCX_KEEPALIVE_INTERVAL=1s")
   if(tl STREQUAL "ud_roce")
     list(APPEND _pf_env "UCX_UD_ROCE_TIMEOUT=5s")
   endif()
-  set_tests_properties(ucp.peer_failure.${tl} ucp.peer_failure.${tl}.idle PROPERTIES
+  set_tests_properties(ucp.peer_failure.${tl} ucp.peer_failure.${tl}.idle ucp.peer_failure.${tl}.cut PROPERTIES
                        RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${_pf_env}")
 endforeach()

@@ -202,20 +202,21 @@ static void setup(int fd)
 int main(int argc, char **argv)
 {
     double bound = 30, warmup = 1;
-    int idle = 0, opt, sv[2], wst, verified = 0, probes_posted = 0;
+    int idle = 0, cut = 0, opt, sv[2], wst, verified = 0, probes_posted = 0;
     char c = 'q';
-    while ((opt = getopt(argc, argv, "t:w:is:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:w:ics:")) != -1) {
         if (opt == 's') sizes[2] = strtoul(optarg, NULL, 0), sizes[1] = sizes[2] / 16;
         else if (opt == 't') bound = atof(optarg);
         else if (opt == 'w') warmup = atof(optarg);
         else if (opt == 'i') idle = 1;
-        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-s max_size]\n", argv[0]), 2;
+        else if (opt == 'c') cut = 1;   /* SIGSTOP instead of SIGKILL: alive, ports held, silent */
+        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-c] [-s max_size]\n", argv[0]), 2;
     }
     const char *tls = getenv("UCX_TLS"), *nd = getenv("UCX_NET_DEVICES");
     const char *ka = getenv("UCX_KEEPALIVE_INTERVAL");
     printf("[peer_failure] UCX_TLS=%s UCX_NET_DEVICES=%s UCX_KEEPALIVE_INTERVAL=%s mode=%s "
            "bound=%.0fs\n", tls ? tls : "(all)", nd ? nd : "(all)",
-           ka ? ka : "1s (test default)", idle ? "idle" : "probe", bound);
+           ka ? ka : "1s (test default)", idle ? "idle" : cut ? "probe, traffic cut (SIGSTOP)" : "probe", bound);
     fflush(stdout);   /* before fork: no output buffered twice */
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) FAIL("socketpair");
     pid_t pid = fork();   /* before any UCX initialization: each process has its own */
@@ -249,10 +250,14 @@ int main(int argc, char **argv)
         for (double end = now() + 0.5; now() < end;) verified += step();
     }
     double tk = now();
-    kill(pid, SIGKILL);
-    waitpid(pid, &wst, 0);
-    printf("[peer_failure] killed the victim after %.2f s: %d iterations verified, %d requests "
-           "pending (%d sends)\n", tk - t0, verified, pending(1), pending(0));
+    if (cut) {   /* its traffic stops: the process lives on, holding its address, answering nothing */
+        kill(pid, SIGSTOP);
+    } else {
+        kill(pid, SIGKILL);
+        waitpid(pid, &wst, 0);
+    }
+    printf("[peer_failure] %s the victim after %.2f s: %d iterations verified, %d requests "
+           "pending (%d sends)\n", cut ? "stopped" : "killed", tk - t0, verified, pending(1), pending(0));
     fflush(stdout);
 
     /* Keep progressing (and, unless idle, posting to the dead peer) until the failure shows. */
@@ -270,6 +275,10 @@ int main(int argc, char **argv)
     }
     /* Give the error callback time to follow a failed request (or vice versa), for the report. */
     for (double end = now() + 1; (ep_err == UCS_OK || req_err == UCS_OK) && now() < end;) step();
+    if (cut) {   /* the failure was found while the victim was still alive: end it now */
+        kill(pid, SIGKILL);
+        waitpid(pid, &wst, 0);
+    }
     int sends_left = drain(0, 5);   /* UCP must complete sends and probes with the ep's error */
     double first = ep_err && (!req_err || ep_err_time < req_err_time) ? ep_err_time : req_err_time;
     printf("[peer_failure] error %.3f s after the kill; error callback: %s at %.3f s; first "
