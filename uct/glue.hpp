@@ -293,7 +293,7 @@ std::optional<gid::GidConfig> gid_settings_from_env();
 // iface_verbs.cpp: rc_roce on an RDMA device's RoCE port (verbs backend).
 std::vector<std::string> verbs_tl_devices(const Md& md);
 // Opens iface.dev on tl_dev ("rxe0:1") and sets iface.mtu, sq_depth, max_msg.
-ucs_status_t open_verbs_device(const IfaceConfig& config, const gid::GidConfig& gid_cfg, Md& md,
+ucs_status_t open_verbs_device(const IfaceConfig& config, const gid::GidConfig& gid_cfg, const cc::CcConfig& cc_cfg, Md& md,
                                const char* tl_dev, Iface& iface);
 void verbs_perf_estimate(const Iface& iface, uct_iface_attr_t* attr);
 // Peer's wire address from its device and interface addresses.

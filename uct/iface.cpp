@@ -533,7 +533,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
                     ucs_warn("rc_roce: %s: UCX_RC_ROCE_PCAP traces the userspace device only (capture "
                              "RDMA devices with tcpdump / ibdump)", dev_name);
                 }
-                status = open_verbs_device(config, gid_cfg, *md, dev_name, *iface);   // logs why not
+                status = open_verbs_device(config, gid_cfg, cc_cfg, *md, dev_name, *iface);   // logs why not
                 if (status != UCS_OK) {
                     return fail(status);
                 }

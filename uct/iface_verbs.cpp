@@ -32,7 +32,7 @@ std::vector<std::string> verbs_tl_devices(const Md& md) {
     return usable.empty() ? all : usable;
 }
 
-ucs_status_t open_verbs_device(const IfaceConfig& c, const gid::GidConfig& gid_cfg, Md& md, const char* tl_dev,
+ucs_status_t open_verbs_device(const IfaceConfig& c, const gid::GidConfig& gid_cfg, const cc::CcConfig& cc_cfg, Md& md, const char* tl_dev,
                                Iface& iface) {
     verbs::RocePort port;
     if (!verbs::parse_port_name(tl_dev, port) || port.dev_name != md.rdma_dev) {
@@ -56,6 +56,8 @@ ucs_status_t open_verbs_device(const IfaceConfig& c, const gid::GidConfig& gid_c
     dc.rnr_retry = std::min(c.rnr_retry, 7u);
     dc.ack_timeout = static_cast<uint8_t>(c.verbs_ack_timeout);
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
+    dc.cc = cc_cfg;
+    dc.line_rate_bps = c.cc_line_rate > 0 ? c.cc_line_rate * 1e9 : 0;   // 0: the port's rate
 
     std::unique_ptr<verbs::Device> dev;
     Status s = verbs::Device::open(dc, md.verbs_pd, dev);

@@ -104,9 +104,10 @@ Status cc_config_from_env(CcConfig& out, std::string& err);
 std::string cc_config_markdown();
 
 // Which controller a QP gets. auto: dcqcn on the userspace device (nothing else reacts to ECN
-// there), delay on software verbs devices (rxe/siw have no congestion control), off on hardware
-// RoCE NICs (their firmware runs DCQCN on CNPs; delay is opt-in there); off for the userspace
-// device on loopback (no queue there marks ECN; measured: dcqcn costs ~10% of loopback bandwidth).
+// there); off on RDMA devices: hardware NICs run DCQCN on CNPs in firmware, and on rxe/siw (no
+// congestion control of their own) the delay window is opt-in, because with a target below the
+// unloaded round trip of large requests it throttles an uncongested path (measured, rxe guest);
+// off for the userspace device on loopback (no queue there marks ECN; dcqcn costs ~10% there).
 enum class DeviceKind : uint8_t { userspace, verbs_soft, verbs_hw, userspace_loopback };
 CcMode resolve_mode(CcMode configured, DeviceKind dev);
 

@@ -135,6 +135,7 @@ TEST(QpCc, DcqcnCnpSlowsThePacer) {
 TEST(QpCc, DelayWindowBlocks) {
     CcConfig c = default_cc_config();
     c.delay.init_cwnd = 8192;
+    c.mode = CcMode::delay;
     QpCc q = make_qp_cc(c, DeviceKind::verbs_soft, 100 * G, 4096);
     ASSERT_EQ(q.mode(), CcMode::delay);
     EXPECT_EQ(q.next_send_time(0, 4096, 4096), 0);
@@ -146,7 +147,8 @@ TEST(QpCc, DelayWindowBlocks) {
 
 TEST(QpCc, ResolveAuto) {
     EXPECT_EQ(resolve_mode(CcMode::auto_, DeviceKind::userspace), CcMode::dcqcn);
-    EXPECT_EQ(resolve_mode(CcMode::auto_, DeviceKind::verbs_soft), CcMode::delay);
+    EXPECT_EQ(resolve_mode(CcMode::auto_, DeviceKind::verbs_soft), CcMode::off);
+    EXPECT_EQ(resolve_mode(CcMode::delay, DeviceKind::verbs_soft), CcMode::delay);
     EXPECT_EQ(resolve_mode(CcMode::auto_, DeviceKind::verbs_hw), CcMode::off);
     EXPECT_EQ(resolve_mode(CcMode::delay, DeviceKind::verbs_hw), CcMode::delay);
 }

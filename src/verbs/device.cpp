@@ -173,6 +173,7 @@ Status DeviceImpl::init() {
     epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
     if (!notify_fd_ || !epoll_fd_)
         return Status::io_error;
+    cc_mode_ = resolve_cc_mode();
     for (int fd : {channel_->fd, notify_fd_.get()}) {
         epoll_event ev{};
         ev.events = EPOLLIN;
@@ -261,6 +262,12 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
         QpCounters c{qpn, q->dest_qpn, q->peer.to_string(), q->state, {}};
         c.counters = qp_stat_list(q->st);
         c.counters.emplace_back("outstanding_now", q->sq.size());
+        if (q->cc && q->cc->delay()) {
+            c.counters.emplace_back("cc_window_bytes_now", uint64_t(q->cc->cwnd_bytes()));
+            c.counters.emplace_back("srtt_us_now", uint64_t(q->cc->delay()->srtt() / 1000));
+        }
+        if (q->cc)
+            c.counters.emplace_back("cc_outstanding_bytes_now", q->cc_outstanding);
         out.push_back(std::move(c));
     }
     for (const auto& [peer, st] : closed_qps_)
@@ -323,6 +330,7 @@ Status DeviceImpl::new_ibv_qp(VQp& q) {
     q.qpn = qp->qp_num;
     q.gen = next_gen_++;
     q.max_inline = a.cap.max_inline_data;
+    cc_init(q);
     return Status::ok;
 }
 
@@ -347,11 +355,11 @@ size_t DeviceImpl::outstanding(uint32_t qpn) const {
     std::lock_guard lk(mu_);
     if (qpn != 0) {
         auto it = qps_.find(qpn);
-        return it == qps_.end() ? 0 : it->second->sq.size() - it->second->n_internal;
+        return it == qps_.end() ? 0 : it->second->sq.size() - it->second->n_internal - it->second->n_pieces;
     }
     size_t n = 0;
     for (auto& [k, q] : qps_)
-        n += q->sq.size() - q->n_internal;
+        n += q->sq.size() - q->n_internal - q->n_pieces;
     return n;
 }
 
@@ -388,6 +396,8 @@ void DeviceImpl::fail_qp(VQp& q, Status st) {
     for (WrRec& r : pend) {
         if (r.internal)
             --q.n_internal;
+        if (r.piece)
+            --q.n_pieces;
         finish(q, r, st);
     }
 }
@@ -409,7 +419,7 @@ void DeviceImpl::release_qp(VQp& q, Status st) {
         q.sq.pop_front();
         finish(q, r, st);
     }
-    q.n_posted = q.n_internal = 0;
+    q.n_posted = q.n_internal = q.n_pieces = 0;
     q.signaled_inflight = q.unsignaled_run = 0;
 }
 
@@ -445,7 +455,7 @@ Status DeviceImpl::admit(uint32_t qpn, VQp*& q) {
         return Status::invalid_param;
     if (q->state == QpState::error)
         return Status::canceled;
-    if (q->sq.size() - q->n_internal >= cfg_.sq_depth || total_wrs_ + 2 > cfg_.cq_size)
+    if (q->sq.size() - q->n_internal - q->n_pieces >= cfg_.sq_depth || total_wrs_ + 2 > cfg_.cq_size)
         return Status::no_resource;
     return Status::ok;
 }
@@ -530,7 +540,7 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     const bool sig = r.wr_id != 0 || r.internal || r.copy_out || r.result || r.temp_mr ||
                      r.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || r.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                      q.signaled_inflight == 0 || q.unsignaled_run + 1 >= signal_every_ ||
-                     bounce_free_.size() < signal_every_;
+                     bounce_free_.size() < signal_every_ || cc_wants_signal(q, r);
     r.wr.wr_id = ibv_wr_id(q, r.seq);
     r.wr.sg_list = r.wr.num_sge ? r.sge : nullptr;
     r.wr.next = nullptr;
@@ -545,6 +555,7 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     ++q.n_posted;
     q.posted_since_progress = true;
     r.signaled = sig;
+    cc_posted(q, r, now_ns());
     if (sig) {
         ++q.signaled_inflight;
         q.unsignaled_run = 0;
@@ -566,11 +577,49 @@ Status DeviceImpl::submit(VQp& q, WrRec&& rec) {
     default: ++st_.atomics; ++q.st.atomics; break;
     }
     for (int i = 0; i < rec.wr.num_sge; ++i)
-        q.st.posted_bytes += rec.sge[i].length;
+        rec.cc_bytes += rec.sge[i].length;
+    q.st.posted_bytes += rec.cc_bytes;
+    if (const uint32_t chunk = cc_chunk(q); chunk && rec.cc_bytes > chunk && rec.wr.num_sge == 1 &&
+        (rec.op == OpKind::write || rec.op == OpKind::read) && !(rec.wr.send_flags & IBV_SEND_INLINE)) {
+        // Pieces for the window (congestion.cpp); the last one keeps the caller's completion and
+        // the resources, and completes last (RC is in order).
+        for (uint32_t off = 0; rec.cc_bytes - off > chunk; off += chunk) {
+            WrRec p;
+            p.seq = q.next_seq++;
+            p.op = rec.op;
+            p.wr = rec.wr;
+            p.wr.wr.rdma.remote_addr += off;
+            p.sge[0] = {rec.sge[0].addr + off, chunk, rec.sge[0].lkey};
+            p.cc_bytes = chunk;
+            p.piece = true;
+            ++q.n_pieces;
+            q.sq.push_back(std::move(p));
+            ++total_wrs_;
+        }
+        const uint32_t done = (rec.cc_bytes - 1) / chunk * chunk;
+        rec.seq = q.next_seq++;
+        rec.wr.wr.rdma.remote_addr += done;
+        rec.sge[0].addr += done;
+        rec.sge[0].length -= done;
+        rec.cc_bytes -= done;
+    }
+    // Goes out now unless the connection is not up yet, WRs wait ahead of it (held by congestion
+    // control, or the pieces above) or the window holds this one.
+    const bool held = q.state != QpState::rts || q.n_posted < q.sq.size() || !cc_may_post(q, rec, now_ns());
+    if (held && (rec.wr.send_flags & IBV_SEND_INLINE)) {
+        // An inline WR points at the caller's buffer, valid only during this call: copy it now
+        // (measured: held inline AM headers posted later were garbage to UCP -> crashes).
+        if (Status s = stage_inline(rec); s != Status::ok)
+            return s;
+    }
+    const bool behind = q.n_posted < q.sq.size();
     q.sq.push_back(std::move(rec));
     ++total_wrs_;
-    if (q.state != QpState::rts)
-        return Status::ok;   // goes out when the connection is established
+    if (held) {
+        if (q.state == QpState::rts && behind)
+            post_pending(q);   // what the window admits now; a failure completes them all with an error
+        return Status::ok;
+    }
     if (!post_hw(q, q.sq.back())) {
         WrRec r = std::move(q.sq.back());
         q.sq.pop_back();
@@ -582,8 +631,23 @@ Status DeviceImpl::submit(VQp& q, WrRec&& rec) {
     return Status::ok;
 }
 
+Status DeviceImpl::stage_inline(WrRec& r) {
+    iovec iov[4];
+    size_t total = 0;
+    for (int i = 0; i < r.wr.num_sge; ++i) {
+        iov[i] = {reinterpret_cast<void*>(r.sge[i].addr), r.sge[i].length};
+        total += r.sge[i].length;
+    }
+    r.wr.send_flags &= ~unsigned(IBV_SEND_INLINE);
+    --st_.inline_sends;
+    return stage_copy(r, iov, size_t(r.wr.num_sge), total);
+}
+
 void DeviceImpl::post_pending(VQp& q) {
+    const uint64_t now = q.n_posted < q.sq.size() ? now_ns() : 0;
     while (q.n_posted < q.sq.size()) {
+        if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted], now))
+            return;
         if (!post_hw(q, q.sq[q.n_posted])) {
             fail_qp(q, Status::io_error);
             return;
@@ -758,13 +822,17 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
         return;   // a QP destroyed since (its WRs were completed as canceled then)
     const uint64_t seq = wc.wr_id & seq_mask;
     const Status st = status_of(wc.status);
+    const uint64_t now = now_ns();
     while (!q->sq.empty() && q->sq.front().posted && q->sq.front().seq <= seq) {
         WrRec r = std::move(q->sq.front());
         q->sq.pop_front();
+        cc_completed(*q, r, r.seq == seq && wc.status == IBV_WC_SUCCESS, now);
         --q->n_posted;
         --total_wrs_;
         if (r.internal)
             --q->n_internal;
+        if (r.piece)
+            --q->n_pieces;
         if (r.signaled)
             --q->signaled_inflight;
         finish(*q, r, r.seq == seq ? st : Status::ok);
@@ -778,6 +846,8 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
         }
         if (q->state != QpState::error)
             fail_qp(*q, Status::canceled);
+    } else if (q->n_posted < q->sq.size() && q->state == QpState::rts) {
+        post_pending(*q);   // the window opened
     }
 }
 
@@ -827,6 +897,8 @@ unsigned DeviceImpl::progress() {
         (void)!read(notify_fd_.get(), &v, sizeof(v));
     }
     poll_cqs();
+    if (!held_.empty())
+        cc_progress();
     // Consume completion-channel events (the fd is non-blocking) only when one may be queued: a
     // CQE came while the CQ was armed. Keeps the common path free of syscalls.
     if (send_maybe_ev_ || recv_maybe_ev_) {

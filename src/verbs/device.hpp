@@ -44,6 +44,7 @@
 
 #include "common/status.hpp"
 #include "common/rc_device.hpp"
+#include "cc/config.hpp"
 #include "gid/config.hpp"
 
 namespace roce::verbs {
@@ -84,6 +85,11 @@ struct DeviceConfig {
     uint32_t bounce_size = 16384;      // bytes each (bigger copies register a temporary buffer)
     uint32_t cq_size = 8192;           // send CQ entries = cap on WRs in flight over all QPs
     uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
+    // Congestion control of the QPs' requests (verbs/congestion.cpp): delay mode holds work
+    // requests in software while the QP's window is full; MAX_RD_BYTES caps READ bytes in flight
+    // in every mode. dcqcn is the NIC's business here (firmware), not ours.
+    cc::CcConfig cc;
+    double line_rate_bps = 0;          // the pacer's ceiling; 0 = the port's rate
 };
 
 struct DeviceStats {

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cc/qp_cc.hpp"
 #include "verbs/device.hpp"
 #include "gid/traffic_class.hpp"
 #include "verbs/gid_choice.hpp"
@@ -55,6 +56,8 @@ struct WrRec {
     uint64_t wr_id = 0;          // the caller's (0: no completion)
     OpKind op = OpKind::send;
     bool internal = false;       // our zero-length signaled WRITE that reclaims an unsignaled tail
+    bool piece = false;          // a leading piece of a request split for the window (congestion.cpp)
+    bool held = false;           // congestion control held it back once (counted once)
     int bounce = -1;             // bounce slot used for the payload / READ landing / atomic result
     MrPtr temp_mr;               // temporary registration (unregistered or oversized buffer)
     std::unique_ptr<uint8_t[]> temp_buf;
@@ -66,13 +69,16 @@ struct WrRec {
     ibv_sge sge[4]{};
     bool posted = false;
     bool signaled = false;
+    uint32_t cc_bytes = 0;       // what the window counts: payload, READ length, 8 for atomics
+    uint64_t post_ns = 0;        // when it went to the HCA (a signaled CQE is an RTT sample)
 };
 
 // What we posted to and received from the peer on one QP (the NIC's own per-QP counters are not
 // exposed by verbs; its port counters are, see DeviceImpl::counters). posted_bytes: SEND/WRITE
 // payload and READ lengths asked for. One list for fields, sums and names.
 #define ROCE_VERBS_QP_STATS(X) \
-    X(sends) X(writes) X(reads) X(atomics) X(posted_bytes) X(recv_messages) X(rx_bytes) X(wr_errors)
+    X(sends) X(writes) X(reads) X(atomics) X(posted_bytes) X(recv_messages) X(rx_bytes) X(wr_errors) \
+    X(cc_held) X(reads_capped) X(rtt_samples)
 struct VQpStats {
 #define ROCE_FIELD(f) uint64_t f = 0;
     ROCE_VERBS_QP_STATS(ROCE_FIELD)
@@ -99,6 +105,7 @@ struct VQp {
     std::deque<WrRec> sq;        // posted ones first, then pending ones
     size_t n_posted = 0;
     size_t n_internal = 0;
+    size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
     uint64_t next_seq = 1;
     uint32_t unsignaled_run = 0; // posted unsignaled WRs after the last signaled one
     uint32_t signaled_inflight = 0;   // posted signaled WRs not completed yet
@@ -109,6 +116,13 @@ struct VQp {
     std::string sgid_ndev;       // its netdev (scope of a link-local peer)
     gid::TrafficClass tc;        // negotiated class of the connection (both directions)
     VQpStats st{};
+    // Congestion control (verbs/congestion.cpp): bytes of posted, not completed WRs; bytes posted
+    // unsignaled since the last signaled WR.
+    std::optional<cc::QpCc> cc;
+    uint64_t cc_outstanding = 0;
+    uint64_t cc_acked = 0;       // completed by the coming signaled CQE (unsignaled ones before it)
+    uint64_t unsignaled_bytes = 0;
+    bool cc_held = false;        // in DeviceImpl::held_
 };
 
 class DeviceImpl final : public Device {
@@ -161,6 +175,7 @@ public:
     uint8_t* bounce_ptr(int slot) { return bounce_buf_.get() + size_t(slot) * cfg_.bounce_size; }
     Status stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total);
     Status stage_local(WrRec& r, void* local, size_t len, bool write_to_local);
+    Status stage_inline(WrRec& r);         // an inline WR that must wait: into a bounce slot
     void finish(VQp& q, WrRec& r, Status st);   // resources, result, user completion
     void fail_qp(VQp& q, Status st);   // QP -> error: pending WRs complete with st; posted ones flush
     void release_qp(VQp& q, Status st);          // destroy HW QP, complete everything with st
@@ -169,6 +184,16 @@ public:
     void handle_send_wc(const ibv_wc& wc);
     void notify();
     void repost_recv(uint32_t idx);
+
+    // congestion.cpp
+    cc::CcMode resolve_cc_mode() const;
+    void cc_init(VQp& q);
+    bool cc_may_post(VQp& q, WrRec& r, uint64_t now);   // false: keep it pending (counted)
+    void cc_posted(VQp& q, WrRec& r, uint64_t now);
+    void cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now);
+    bool cc_wants_signal(const VQp& q, const WrRec& r) const;
+    void cc_progress();                               // post what the windows admit now
+    uint32_t cc_chunk(const VQp& q) const;            // split WRITE/READ above this (0: never)
 
     // cm.cpp
     Status cm_init();
@@ -215,6 +240,9 @@ public:
     uint64_t next_gen_ = 1;
     size_t total_wrs_ = 0;                             // over all QPs (bounded by the send CQ)
     std::vector<uint32_t> tails_;                      // QPs that may have an unsignaled tail
+    std::vector<uint32_t> held_;                       // QPs with WRs held back by congestion control
+    cc::CcMode cc_mode_ = cc::CcMode::off;             // of every QP (resolve_cc_mode at init)
+    double line_rate_bps_ = 0;
 
     std::deque<Completion> cq_;
     struct RecvEntry {

@@ -2,7 +2,7 @@
 # The rxe guest suite: one boot, a batch of steps on kernel soft-RoCE rxe0 (loopback: server and
 # client in the guest on the same device). Run it through the harness:
 #
-#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc] [doctor] [mpisuite]
+#   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/suite.sh [verbs] [ucx] [mpi] [roce] [ud] [interop] [gid] [cc] [ccverbs] [doctor] [mpisuite]
 #
 # Groups (default: all):
 #   verbs  ibv_devinfo (rxe0 PORT_ACTIVE, a RoCE v2 IPv4 GID), ibv_rc_pingpong and ibv_ud_pingpong -c,
@@ -30,6 +30,9 @@
 #   cc     congestion control on a real ECN-marking bottleneck (fabric.sh): network namespaces, a
 #          bridge, tbf + RED/ECN towards the receiver; a 4-to-1 MPI incast over rc_roce on the
 #          userspace device with UCX_RC_ROCE_CC=dcqcn (3 runs) and off; goodput, Jain, queue, CNPs (~130 s)
+#   ccverbs congestion control of rc_roce on RDMA devices (ccverbs.sh): rxeC/rxeD on a veth pair behind
+#          a 40 Mbit/s tbf with a 64 KiB tail-drop queue, ucp_put_bw with UCX_RC_ROCE_CC=off and delay:
+#          goodput, drops, queue, rxe's retries; mpi_pingpong 4 MiB on rxe0 with both (~2 min)
 #   doctor `roce_doctor serve` + `check` on rxe0 (doctor.sh): every check ok, rc_verbs over rxe0 included;
 #          --json; a check against a port nobody serves fails clearly; `roce_doctor devices` (rxe0:1's
 #          checks, located through its netdev); rc_roce's counter files on rxe0 (hw_* port counters, a
@@ -48,13 +51,15 @@ source "$here/interop.sh"   # interop_group
 source "$here/gid.sh"       # gid_group
 # shellcheck source=fabric.sh
 source "$here/fabric.sh"    # cc_group
+# shellcheck source=ccverbs.sh
+source "$here/ccverbs.sh"   # ccverbs_group
 # shellcheck source=doctor.sh
 source "$here/doctor.sh"    # doctor_group
 # shellcheck source=mpisuite.sh
 source "$here/mpisuite.sh"  # mpisuite_group
 
 groups=("$@")
-[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc doctor mpisuite)
+[ ${#groups[@]} = 0 ] && groups=(verbs ucx mpi roce ud interop gid cc ccverbs doctor mpisuite)
 want() { local g; for g in "${groups[@]}"; do [ "$g" = "$1" ] && return 0; done; return 1; }
 
 DEV=rxe0
@@ -333,6 +338,11 @@ fi
 # ---------------------------------------------------------------------------------------------
 if want cc; then
   cc_group        # namespaces ccsw, ccr0, ccs1..4 (removed again); rxe0 is not involved
+fi
+
+# ---------------------------------------------------------------------------------------------
+if want ccverbs; then
+  ccverbs_group   # rxeC/rxeD on a veth pair behind a tbf (removed again)
 fi
 
 # ---------------------------------------------------------------------------------------------
