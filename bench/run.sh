@@ -5,15 +5,17 @@
 #
 #   bash bench/run.sh [--quick] [--readme] [--out DIR] [build-dir]
 #
-#   (default) 5 rounds, 1 B..4 MiB, allreduce at np 2..8         about 10-15 minutes
-#   --quick   2 rounds, 1 B..1 MiB, allreduce at np 2, 4, 8        under 2 minutes
-#   --tiny    1 round, up to 4 KiB, np 2 and 4, few iterations   (ctest bench.run_smoke)
+#   (default) 5 rounds, 1 B..4 MiB, allreduce at np 2..8     about 10 minutes, at most ~13
+#   --quick   2 rounds, 1 B..1 MiB, allreduce at np 2, 4, 8    about 1 minute, at most ~2
+#   --tiny    1 round, up to 4 KiB, np 2 and 4, few iterations  (ctest bench.run_smoke)
 #   --readme  also writes the table into README.md between the run markers
 #   --out     results directory (default <build>/bench-results/run)
 #
 # Per round and per measurement the three transports run one after the other (their order
 # rotates every round), so each ratio compares two runs made seconds apart; ratios are computed
-# round by round and their median reported. Launches:
+# round by round and their median reported. The time is bounded: no new round starts when the
+# last one would not fit in the mode's budget (a loaded machine gets fewer rounds, at least 2 in
+# the default mode, 1 in --quick; the table says how many). Launches:
 #   mpi_pingpong np 2                         half-round-trip latency and streaming bandwidth by size
 #   mpi_bench np 2                            bidirectional bandwidth by size, 8 B message rate (1 pair),
 #                                             MPI_Fetch_and_op / MPI_Compare_and_swap latency, allreduce
@@ -39,9 +41,9 @@ build=$(cd "${build:-$here/build}" && pwd)
 out=${out:-$build/bench-results/run}
 mkdir -p "$out"
 case $mode in   # rounds, max size, ping-pong iterations, mpi_bench --scale, np list, per-launch timeout
-  full)  rounds=5 max=4194304 pp="--iters 1000 --bw-iters 20" scale=1    nps="2 3 4 5 6 7 8" limit=300 pn=100000 ;;
-  quick) rounds=2 max=1048576 pp="--iters 300 --bw-iters 6"   scale=0.25 nps="2 4 8"         limit=60  pn=10000 ;;
-  tiny)  rounds=1 max=4096    pp="--iters 20 --bw-iters 2"    scale=0.02 nps="2 4"           limit=60  pn=1000 ;;
+  full)  rounds=5 max=4194304 pp="--iters 1000 --bw-iters 20" scale=1    nps="2 3 4 5 6 7 8" limit=300 pn=30000  budget=780 min_rounds=2 ;;
+  quick) rounds=2 max=1048576 pp="--iters 300 --bw-iters 6"   scale=0.25 nps="2 4 8"         limit=60  pn=10000  budget=110 min_rounds=1 ;;
+  tiny)  rounds=1 max=4096    pp="--iters 20 --bw-iters 2"    scale=0.02 nps="2 4"           limit=60  pn=1000   budget=0   min_rounds=1 ;;
 esac
 transports=(tcp rc_roce ud_roce)
 export UCX_NET_DEVICES=lo
@@ -95,6 +97,7 @@ perftest() {
 }
 
 for r in $(seq 1 "$rounds"); do
+  round_start=$(date +%s)
   order=("${transports[@]:$(( (r - 1) % 3 ))}" "${transports[@]:0:$(( (r - 1) % 3 ))}")
   for tl in "${order[@]}"; do
     launch "$r" "$tl" 2 "$build/mpi-tests/mpi_pingpong" --no-check --max-size "$max" $pp
@@ -108,9 +111,16 @@ for r in $(seq 1 "$rounds"); do
   for tl in "${order[@]}"; do perftest "$r" "$tl" ucp_tag_lat 4 1 us -t tag_lat -s 8 -n "$pn"; done
   for tl in "${order[@]}"; do perftest "$r" "$tl" ucp_tag_mr 9 0.000001 Mmsgs -t tag_bw -s 8 -n $((pn * 5)); done
   for tl in "${order[@]}"; do perftest "$r" "$tl" ucp_fadd_lat 4 1 us -t ucp_fadd -s 8 -n "$pn"; done
+  now=$(date +%s)
+  if [ "$r" -lt "$rounds" ] && [ "$r" -ge "$min_rounds" ] && [ "$budget" -gt 0 ] &&
+     [ $(( now - start + now - round_start )) -gt "$budget" ]; then
+    echo "[run] another round would exceed the ${budget} s budget: stopping after $r of $rounds rounds" >&2
+    rounds=$r
+    break
+  fi
 done
 secs=$(( $(date +%s) - start ))
-echo "[run] $launches launches in $secs s; summarising and plotting" >&2
+echo "[run] $step launches in $secs s; summarising and plotting" >&2
 
 command="bench/run.sh$([ "$mode" = full ] || echo " --$mode")"
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -118,7 +128,8 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
   "command=$command" "mode=$mode" "rounds=$rounds" "seconds=$secs" "cores=$(nproc)" \
   "cpu=$cpu" "kernel=$(uname -r)" "date=$(date -u +%Y-%m-%dT%H:%MZ)" \
   "ucx=$(ucx_info -v | sed -n 's/^# Version //p')" \
-  "mpi=$(mpirun --version | head -1)" "transports=${transports[*]}"
+  "mpi=$(mpirun --version | head -1)" "transports=${transports[*]}" \
+  "plots=$(realpath --relative-to="$here" "$out")"
 if [ $readme = 1 ]; then
   new=$(mktemp)
   awk -v f="$out/table.md" '
