@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The comparison harness (issue 9): every MPI measurement over UCX tcp, rc_roce and ud_roce
+# The comparison harness (issue 9): the MPI and UCP measurements over UCX tcp, rc_roce and ud_roce
 # (userspace device on loopback), interleaved in one run, repeated, with CSV/JSON results, PNG
 # plots and a Markdown table of medians, spread and ratios against tcp.
 #
@@ -40,7 +40,9 @@ done
 build=$(cd "${build:-$here/build}" && pwd)
 out=${out:-$build/bench-results/run}
 mkdir -p "$out"
-case $mode in   # rounds, max size, ping-pong iterations, mpi_bench --scale, np list, per-launch timeout
+# Per mode: rounds, max size, mpi_pingpong iterations, mpi_bench --scale, np list, per-launch
+# timeout (s), ucx_perftest iterations, time budget (s), rounds run whatever the budget.
+case $mode in
   full)  rounds=5 max=4194304 pp="--iters 1000 --bw-iters 20" scale=1    nps="2 3 4 5 6 7 8" limit=300 pn=30000  budget=780 min_rounds=2 ;;
   quick) rounds=2 max=1048576 pp="--iters 300 --bw-iters 6"   scale=0.25 nps="2 4 8"         limit=60  pn=10000  budget=110 min_rounds=1 ;;
   tiny)  rounds=1 max=4096    pp="--iters 20 --bw-iters 2"    scale=0.02 nps="2 4"           limit=60  pn=1000   budget=0   min_rounds=1 ;;
