@@ -37,7 +37,12 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-build=$(cd "${build:-$here/build}" && pwd)
+build=${build:-$here/build}
+if [ ! -x "$build/bench/mpi_bench" ] || [ ! -x "$build/roce-mpirun" ]; then   # a fresh clone
+  echo "[run] no build in $build: building (cmake/build.sh; packages: cmake/setup.sh)" >&2
+  ROCE_BUILD_DIR=$build bash "$here/cmake/build.sh" >&2
+fi
+build=$(cd "$build" && pwd)
 out=${out:-$build/bench-results/run}
 mkdir -p "$out"
 # Per mode: rounds, max size, mpi_pingpong iterations, mpi_bench --scale, np list, per-launch
