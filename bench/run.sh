@@ -17,6 +17,7 @@
 # last one would not fit in the mode's budget (a loaded machine gets fewer rounds, at least 2 in
 # the default mode, 1 in --quick; the table says how many). Launches:
 #   mpi_pingpong np 2                         half-round-trip latency and streaming bandwidth by size
+#   mpi_put_lat np 2                          MPI_Put / MPI_Get + flush latency, 8 B .. 1 MiB
 #   mpi_bench np 2                            bidirectional bandwidth by size, 8 B message rate (1 pair),
 #                                             MPI_Fetch_and_op / MPI_Compare_and_swap latency, allreduce
 #   mpi_bench np N (N > 2)                    8 B message rate (N/2 pairs, even N), allreduce at np N
@@ -45,12 +46,12 @@ fi
 build=$(cd "$build" && pwd)
 out=${out:-$build/bench-results/run}
 mkdir -p "$out"
-# Per mode: rounds, max size, mpi_pingpong iterations, mpi_bench --scale, np list, per-launch
+# Per mode: rounds, max size, mpi_pingpong and mpi_put_lat iterations, mpi_bench --scale, np list, per-launch
 # timeout (s), ucx_perftest iterations, time budget (s), rounds run whatever the budget.
 case $mode in
-  full)  rounds=5 max=4194304 pp="--iters 1000 --bw-iters 20" scale=1    nps="2 3 4 5 6 7 8" limit=300 pn=30000  budget=780 min_rounds=2 ;;
-  quick) rounds=2 max=1048576 pp="--iters 300 --bw-iters 6"   scale=0.25 nps="2 4 8"         limit=60  pn=10000  budget=110 min_rounds=1 ;;
-  tiny)  rounds=1 max=4096    pp="--iters 20 --bw-iters 2"    scale=0.02 nps="2 4"           limit=60  pn=1000   budget=0   min_rounds=1 ;;
+  full)  rounds=5 max=4194304 pp="--iters 1000 --bw-iters 20" rma=2000 scale=1    nps="2 3 4 5 6 7 8" limit=300 pn=30000  budget=780 min_rounds=2 ;;
+  quick) rounds=2 max=1048576 pp="--iters 300 --bw-iters 6"   rma=400  scale=0.25 nps="2 4 8"         limit=60  pn=10000  budget=110 min_rounds=1 ;;
+  tiny)  rounds=1 max=4096    pp="--iters 20 --bw-iters 2"    rma=40   scale=0.02 nps="2 4"           limit=60  pn=1000   budget=0   min_rounds=1 ;;
 esac
 transports=(tcp rc_roce ud_roce)
 export UCX_NET_DEVICES=lo
@@ -58,7 +59,7 @@ csv=$out/results.csv
 echo "round,transport,test,np,size,value,unit,load1" > "$csv"
 log=$out/last-launch.log
 start=$(date +%s) step=0
-launches=$(( rounds * ${#transports[@]} * (4 + $(wc -w <<<"$nps")) ))
+launches=$(( rounds * ${#transports[@]} * (5 + $(wc -w <<<"$nps")) ))
 
 # launch <round> <tl> <np> <program> [args...]: one mpirun; its figures become CSV rows. A failed
 # launch is retried once (a busy machine can time a run out); a second failure stops the harness.
@@ -70,6 +71,7 @@ launch() {
   for try in 1 2; do
     if UCX_TLS=$tl,self timeout --kill-after=10 "$limit" "$build/roce-mpirun" -np "$np" "$@" >"$log" 2>&1; then
       sed -n -e "s/^size=\([0-9]*\) lat_us=\([0-9.]*\) bw_MBps=\([0-9.]*\).*/$r,$tl,pingpong_lat,$np,\1,\2,us,$load\n$r,$tl,pingpong_bw,$np,\1,\3,MBps,$load/p" \
+             -e "s/^op=\([a-z]*\) size=\([0-9]*\) lat_us=\([0-9.]*\)$/$r,$tl,\1_lat,$np,\2,\3,us,$load/p" \
              -e "s/^test=\([a-z_]*\) np=\([0-9]*\) size=\([0-9]*\) value=\([0-9.]*\) unit=\([A-Za-z]*\)$/$r,$tl,\1,\2,\3,\4,\5,$load/p" \
              "$log" >> "$csv"
       return 0
@@ -109,6 +111,7 @@ for r in $(seq 1 "$rounds"); do
   for tl in "${order[@]}"; do
     launch "$r" "$tl" 2 "$build/mpi-tests/mpi_pingpong" --no-check --max-size "$max" $pp
   done
+  for tl in "${order[@]}"; do launch "$r" "$tl" 2 "$build/bench/mpi_put_lat" "$rma"; done
   for np in $nps; do
     if [ "$np" = 2 ]; then tests=bibw,msgrate,atomic,allreduce; else tests=msgrate,allreduce; fi
     for tl in "${order[@]}"; do

@@ -25,6 +25,8 @@ TESTS = {
     "pingpong_bw": ("MPI streaming bandwidth {size} (MB/s)", False, "size"),
     "bibw": ("MPI bidirectional bandwidth {size} (MB/s)", False, "size"),
     "msgrate": ("MPI 8 B message rate, {pairs} (M msg/s)", False, "np"),
+    "put_lat": ("MPI_Put + flush latency {size} (us)", True, "size"),
+    "get_lat": ("MPI_Get + flush latency {size} (us)", True, "size"),
     "fetch_and_op": ("MPI_Fetch_and_op + flush latency (us)", True, None),
     "compare_and_swap": ("MPI_Compare_and_swap + flush latency (us)", True, None),
     "allreduce": ("MPI_Allreduce 8 B latency, np {np} (us)", True, "np"),
@@ -36,6 +38,8 @@ TABLE_SIZES = {
     "pingpong_lat": [1, 8, 1024, 4096, 65536, 1048576, 4194304],
     "pingpong_bw": [4096, 65536, 1048576, 4194304],
     "bibw": [4096, 65536, 1048576, 4194304],
+    "put_lat": [8, 65536, 1048576],
+    "get_lat": [8, 65536, 1048576],
 }
 PLOTS = [("latency", "pingpong_lat", "half round trip (us)"),
          ("bandwidth", "pingpong_bw", "streaming bandwidth, one way (MB/s)"),
@@ -49,6 +53,10 @@ def human(size):
         if size >= n and size % n == 0:
             return f"{size // n} {unit}"
     return f"{size} B"
+
+
+def ratio(r):
+    return f"{r:.3f}x" if r < 0.1 else f"{r:.2f}x"
 
 
 def main():
@@ -126,9 +134,11 @@ def main():
         f"{meta.get('seconds', '?')} s: {meta.get('cores', '?')} cores ({meta.get('cpu', '?')}), "
         f"Linux {meta.get('kernel', '?')}, UCX {meta.get('ucx', '?')}, {meta.get('mpi', '?')}; load "
         f"average {min(loads):.1f}..{max(loads):.1f} during the runs. Loopback, userspace device, "
-        f"`UCX_TLS=<tl>,self` (no shared memory). Each figure: median of {rounds} interleaved "
-        f"rounds, ±half the spread (max-min) in % of the median; ratio = ours / tcp, the median of "
-        f"the per-round ratios (latency: lower is better; bandwidth and rate: higher). Plots: "
+        f"`UCX_TLS=<tl>,self` (no shared memory). " +
+        (f"Each figure: median of {rounds} interleaved rounds, ±half the spread (max-min) in % of "
+         f"the median; ratio = ours / tcp, the median of the per-round ratios" if rounds > 1 else
+         "One round (no median, no spread); ratio = ours / tcp") +
+        f" (latency: lower is better; bandwidth and rate: higher). Plots: "
         f"{meta.get('plots', 'build/bench-results/run')}/{{latency,bandwidth,bibw,msgrate,allreduce}}.png.",
         "",
         "| measurement | " + " | ".join(transports) + " | " + " | ".join(f"{t}/tcp" for t in ours) + " |",
@@ -142,12 +152,15 @@ def main():
             cells = []
             for t in transports:
                 s = med.get((test, np_, size, t))
-                cells.append("-" if s is None else
-                             f"{s['median']:.2f} ±{50 * (s['max'] - s['min']) / s['median']:.0f}%"
-                             if s["median"] else "0")
+                if s is None:
+                    cells.append("-")
+                elif s["runs"] < 2 or not s["median"]:
+                    cells.append(f"{s['median']:.2f}")
+                else:
+                    cells.append(f"{s['median']:.2f} ±{50 * (s['max'] - s['min']) / s['median']:.0f}%")
             for t in ours:
                 s = med.get((test, np_, size, t))
-                cells.append("-" if s is None or s["ratio_vs_tcp"] is None else f"{s['ratio_vs_tcp']:.2f}x")
+                cells.append("-" if s is None or s["ratio_vs_tcp"] is None else ratio(s["ratio_vs_tcp"]))
             lines.append(f"| {text} | " + " | ".join(cells) + " |")
     # The target for this harness's new figures: 8-byte message rate of rc_roce >= 1.5x tcp.
     rates = [(f"MPI {n // 2} pair{'s' if n > 2 else ''}", med.get(("msgrate", n, 8, "rc_roce")))
