@@ -41,7 +41,7 @@ long g_errors = 0;
 
 void report(const char* test, size_t size, double value, const char* unit) {
     if (g_rank != 0) return;
-    std::printf("test=%s np=%d size=%zu value=%.3f unit=%s\n", test, g_np, size, value, unit);
+    std::printf("test=%s np=%d size=%zu value=%.6g unit=%s\n", test, g_np, size, value, unit);
     std::fflush(stdout);
 }
 

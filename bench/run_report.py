@@ -55,6 +55,10 @@ def human(size):
     return f"{size} B"
 
 
+def num(v):
+    return f"{v:.2f}" if v >= 1 else f"{v:.3g}"
+
+
 def ratio(r):
     return f"{r:.3f}x" if r < 0.1 else f"{r:.2f}x"
 
@@ -155,9 +159,9 @@ def main():
                 if s is None:
                     cells.append("-")
                 elif s["runs"] < 2 or not s["median"]:
-                    cells.append(f"{s['median']:.2f}")
+                    cells.append(num(s["median"]))
                 else:
-                    cells.append(f"{s['median']:.2f} ±{50 * (s['max'] - s['min']) / s['median']:.0f}%")
+                    cells.append(f"{num(s['median'])} ±{50 * (s['max'] - s['min']) / s['median']:.0f}%")
             for t in ours:
                 s = med.get((test, np_, size, t))
                 cells.append("-" if s is None or s["ratio_vs_tcp"] is None else ratio(s["ratio_vs_tcp"]))
