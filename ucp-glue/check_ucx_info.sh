@@ -73,6 +73,18 @@ bad_gid_settings)
     grep -q 'failed to open interface' <<<"$out" || fail "$kv: the iface opened anyway"
     echo "  $kv -> ${line#*ERROR }"
   done
+  # Congestion control: ud_roce has no dcqcn (no CNPs); unknown modes of either transport.
+  for tkv in ud_roce:UD_ROCE_CC=dcqcn ud_roce:UD_ROCE_CC=fast rc_roce:RC_ROCE_CC=fast; do
+    tl=${tkv%%:*} kv=${tkv#*:}
+    out=$(env "UCX_$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t "$tl" 2>&1)
+    rc=$?
+    [ $rc -ne 124 ] || fail "$kv: hung"
+    case $rc in 134|135|136|139) fail "$kv: crashed (rc=$rc)" ;; esac
+    line=$(grep -m1 -F "UCX_$kv: " <<<"$out") || fail "$kv: no error naming the setting: $out"
+    grep -q '; valid: ' <<<"$line" || fail "$kv: the error does not list the valid choices: $line"
+    grep -q 'failed to open interface' <<<"$out" || fail "$kv: the iface opened anyway"
+    echo "  $kv -> ${line#*ERROR }"
+  done
   ;;
 *) fail "unknown mode $mode" ;;
 esac

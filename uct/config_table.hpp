@@ -146,7 +146,17 @@
       "emulated one-sided operations complete and the process does not look dead.")           \
     X(idle_takeover, double, "IDLE_TAKEOVER", "2ms", TIME,                                     \
       "How long the owner may stay out of progress before the background thread takes over "  \
-      "(it keeps ACKs and retransmissions going; shorter values compete with a busy owner).")
+      "(it keeps ACKs and retransmissions going; shorter values compete with a busy owner).") \
+    X(cc, char*, "CC", "auto", STRING,                                                         \
+      "Congestion control per peer on top of the loss-based AIMD window (always on): off; "   \
+      "delay, the delay-target byte window of rc_roce's CC=delay fed by ud_roce's round-trip " \
+      "samples (any device); auto = off (ud_roce has no CNPs: dcqcn is rc_roce's). Measured "  \
+      "on the rxe guest's ECN fabric: see the README.")                                       \
+    X(delay_target, double, "DELAY_TARGET", "1ms", TIME,                                       \
+      "CC=delay: round-trip target (base round trip + allowed queueing); the window grows "   \
+      "below it and shrinks above it.")                                                        \
+    X(delay_ai, size_t, "DELAY_AI", "4k", MEMUNITS,                                            \
+      "CC=delay: additive window increase per round trip below the target.")
 
 // The tables: rc_roce (UCX_RC_ROCE_*) and ud_roce (UCX_UD_ROCE_*); the GID settings follow both.
 #define ROCE_IFACE_CONFIG(X) ROCE_DEVICE_CONFIG(X) ROCE_RC_CONFIG(X)

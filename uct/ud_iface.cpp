@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cc/config.hpp"
 #include "gid/traffic_class.hpp"
 #include "netdev.hpp"
 #include "sw/ud_qp.hpp"
@@ -14,6 +15,15 @@
 #include "verbs/ud_datagram.hpp"
 
 namespace roce::uct {
+
+// UCX_UD_ROCE_CC: auto and off are the AIMD window alone, delay adds cc::DelayCc; auto_ = invalid.
+cc::CcMode ud_cc_mode(const UdIfaceConfig& c) {
+    const std::string_view v = c.cc ? c.cc : "";
+    if (v == "off" || v == "auto") return cc::CcMode::off;
+    if (v == "delay") return cc::CcMode::delay;
+    return cc::CcMode::auto_;
+}
+
 namespace {
 
 ucs_status_t ud_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t* addr) noexcept {
@@ -277,6 +287,15 @@ ucs_status_t validate(const UdIfaceConfig& c) {
                   c.tx_queue_len, c.seg_size);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (ud_cc_mode(c) == cc::CcMode::auto_) {
+        ucs_error("ud_roce: UCX_UD_ROCE_CC=%s: unknown or not available on ud_roce (dcqcn needs CNPs, "
+                  "which only rc_roce sends); valid: auto, off, delay", c.cc ? c.cc : "");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!(c.delay_target > 0) || c.delay_ai == 0) {
+        ucs_error("ud_roce: UCX_UD_ROCE_DELAY_TARGET and DELAY_AI must be positive");
+        return UCS_ERR_INVALID_PARAM;
+    }
     for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate,
                      c.fault_delay}) {
         if (!(p >= 0 && p <= 1)) {
@@ -293,6 +312,9 @@ ucs_status_t validate(const UdIfaceConfig& c) {
 
 ud::TransportConfig transport_config(const UdIfaceConfig& c) {
     ud::TransportConfig t;
+    t.tx.delay = ud_cc_mode(c) == cc::CcMode::delay;
+    t.tx.delay_params.target = cc::Nanos(c.delay_target * 1e9);
+    t.tx.delay_params.ai_bytes = double(c.delay_ai);
     t.tx.max_window = c.max_window;
     t.tx.init_window = std::min<uint32_t>(64, c.max_window);
     t.tx.queue_len = c.tx_queue_len;

@@ -51,13 +51,22 @@ bool Sender::send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit
     return true;
 }
 
+bool Sender::window_open() const {
+    if (double(n_sent_) >= cwnd_)
+        return false;
+    return !delay_ || delay_->can_send(inflight_bytes_);
+}
+
 void Sender::transmit(uint64_t now, const Emit& emit) {
-    while (n_sent_ < q_.size() && double(n_sent_) < cwnd_) {
+    while (n_sent_ < q_.size() && window_open()) {
         if (!send_one(q_[n_sent_], now, emit, false)) {
             return;
         }
+        inflight_bytes_ += q_[n_sent_].payload.size();
         ++n_sent_;
     }
+    if (delay_ && n_sent_ < q_.size() && double(n_sent_) < cwnd_)
+        ++stats_.delay_blocked;
 }
 
 std::string Sender::describe() const {
@@ -74,9 +83,11 @@ uint64_t Sender::rto_ns() const {
     return std::min(cfg_.max_rto_ns, base << std::min(backoff_, 16u));
 }
 
-void Sender::cut_window() {
+void Sender::cut_window(uint64_t now) {
     cwnd_ = std::max(double(cfg_.min_window), cwnd_ / 2);
     ++stats_.window_cuts;
+    if (delay_)
+        delay_->on_loss(cc::Nanos(now));
 }
 
 void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit) {
@@ -98,7 +109,10 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit)
                     rttvar_ns_ += (std::abs(srtt_ns_ - rtt) - rttvar_ns_) / 4;
                     srtt_ns_ += (rtt - srtt_ns_) / 8;
                 }
+                if (delay_)
+                    delay_->on_rtt_sample(cc::Nanos(rtt), p.payload.size(), cc::Nanos(now));
             }
+            inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.payload.size());
             // Additive increase: about one packet per window's worth of ACKs.
             cwnd_ = std::min(double(cfg_.max_window), cwnd_ + 1.0 / cwnd_);
             p.payload.clear();
@@ -136,7 +150,7 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit)
         (dupacks_ >= 3 || seq_lt(ack + 3, highest_sacked))) {
         in_recovery_ = true;
         recover_psn_ = next_psn_;
-        cut_window();
+        cut_window(now);
         ++stats_.fast_retransmits;
         for (size_t i = 0; i < n_sent_ && seq_lt(q_[i].psn, highest_sacked); ++i) {
             if (!q_[i].sacked && !send_one(q_[i], now, emit, true)) {
@@ -177,7 +191,7 @@ bool Sender::on_timer(uint64_t now, const Emit& emit) {
     }
     ++stats_.timeouts;
     ++backoff_;
-    cut_window();
+    cut_window(now);
     in_recovery_ = false;
     dupacks_ = 0;
     if (all_sacked) {

@@ -7,6 +7,10 @@
 //                                 ^ snd_una                  ^ n_sent
 // Only the first `cwnd` packets are ever in flight, so a slow or lossy peer fills its own queue
 // (and its sender sees no_resource) without stalling the others.
+// Congestion control (SenderConfig::delay, UCX_UD_ROCE_CC=delay): the Swift-like byte window of
+// src/cc (cc::DelayCc) on top of the AIMD packet window, fed by the same Karn RTT samples; a
+// packet goes out only while both windows have room (one is always allowed when none is in
+// flight), and losses cut both.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +21,9 @@
 #include <sys/uio.h>
 #include <vector>
 
+#include <optional>
+
+#include "cc/delay.hpp"
 #include "ud/header.hpp"
 
 namespace roce::ud {
@@ -30,10 +37,14 @@ struct SenderConfig {
     uint64_t min_rto_ns = 2'000'000;
     uint64_t max_rto_ns = 500'000'000;
     uint64_t peer_timeout_ns = 30'000'000'000ull;   // no progress for this long: peer failed
+    bool delay = false;              // the delay window (cc::DelayCc) on top of AIMD
+    cc::DelayParams delay_params;
+    uint32_t mtu = 4096;             // the delay window's unit below which it paces (not here)
 };
 
 struct SenderStats {
     uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0, window_cuts = 0;
+    uint64_t delay_blocked = 0;      // transmit() stopped by the delay window
 };
 
 class Sender {
@@ -52,7 +63,9 @@ public:
     // false: the device cannot take it now, try again later.
     using Emit = std::function<bool(const Packet&, bool ack_req)>;
 
-    explicit Sender(const SenderConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window) {}
+    explicit Sender(const SenderConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window) {
+        if (cfg.delay) delay_.emplace(cfg.delay_params, cfg.mtu);
+    }
 
     bool can_queue(size_t packets) const { return q_.size() + packets <= cfg_.queue_len; }
     // Queues one packet carrying the gathered iov bytes (starting `offset` bytes in, `len` of them).
@@ -69,15 +82,18 @@ public:
     bool unsent() const { return n_sent_ < q_.size(); }
     uint32_t next_psn() const { return next_psn_; }
     double cwnd() const { return cwnd_; }
+    const cc::DelayCc* delay() const { return delay_ ? &*delay_ : nullptr; }
+    uint64_t inflight_bytes() const { return inflight_bytes_; }
     uint64_t rto_ns() const;
     std::string describe() const;   // for the failure log: queue, window, timer
     const SenderStats& stats() const { return stats_; }
     // Frees the queue (peer failed).
-    void drop_all() { q_.clear(); n_sent_ = 0; }
+    void drop_all() { q_.clear(); n_sent_ = 0; inflight_bytes_ = 0; }
 
 private:
     bool send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit);
-    void cut_window();
+    void cut_window(uint64_t now);
+    bool window_open() const;
 
     SenderConfig cfg_;
     std::deque<Packet> q_;
@@ -93,6 +109,8 @@ private:
     uint64_t last_progress_ns_ = 0;  // last ACK that advanced, or when the queue became busy
     std::vector<std::vector<uint8_t>> spare_;   // payload buffers to reuse
     SenderStats stats_;
+    std::optional<cc::DelayCc> delay_;
+    uint64_t inflight_bytes_ = 0;    // payload of the packets in flight (first n_sent_)
 };
 
 } // namespace roce::ud

@@ -503,6 +503,12 @@ std::vector<Transport::PeerCounters> Transport::peer_counters() const {
                       {"window_cuts", t.window_cuts}, {"delivered", r.delivered}, {"duplicates", r.duplicates},
                       {"out_of_order", r.out_of_order}, {"out_of_window", r.out_of_window}, {"malformed", r.malformed},
                       {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0}};
+        if (p.tx && p.tx->delay()) {
+            c.counters.emplace_back("delay_blocked", t.delay_blocked);
+            c.counters.emplace_back("cc_window_bytes_now", uint64_t(p.tx->delay()->cwnd_bytes()));
+            c.counters.emplace_back("srtt_us_now", uint64_t(p.tx->delay()->srtt() / 1000));
+            c.counters.emplace_back("inflight_bytes_now", p.tx->inflight_bytes());
+        }
         out.push_back(std::move(c));
     }
     return out;

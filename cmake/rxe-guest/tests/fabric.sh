@@ -36,6 +36,7 @@ FABRIC_RED_LIMIT=1000000      # bytes: above it RED drops (tail); below, ECN-cap
 FABRIC_SENDERS=4
 FABRIC_MSG=${ROCE_FABRIC_MSG:-1048576}
 FABRIC_COUNT=${ROCE_FABRIC_COUNT:-16}
+FABRIC_UD_TARGET=${ROCE_FABRIC_UD_TARGET:-20ms}   # ud_roce CC=delay: above the guest's base RTT
 # DCQCN's defaults are the paper's, for 40 Gbit/s links and microsecond round trips. This
 # bottleneck is 1000x slower and the TCG guest's round trips are milliseconds, so the test scales
 # the time constants up by 100 (timers 5.5 ms, CNP interval 5 ms, byte counter 100 KB) and the
@@ -131,6 +132,7 @@ qstat() {
 # to FAB_SPCT / FAB_SJAIN / FAB_QP95 / FAB_CNPS / FAB_DROPS for the caller's checks.
 fabric_incast() {
   local mode=$1 tag=$1${2:+.$2} stats qlog qpid marked0 pdrop0 dropped0
+  [ "${FAB_TL:-rc_roce}" = ud_roce ] && tag=ud.$tag
   local name=cc.incast.$tag
   stats=$OUT/cc-stats-$tag qlog=$OUT/cc-queue-$tag
   FAB_SPCT=0 FAB_SJAIN=0 FAB_QP95=999999999 FAB_CNPS=0 FAB_DROPS=999999999
@@ -140,6 +142,9 @@ fabric_incast() {
   fabric_qmon "$qlog" "$qlog.stop" &
   qpid=$!
   local -a envs=(UCX_TLS=rc_roce,self UCX_NET_DEVICES=fab0 "UCX_RC_ROCE_CC=$mode" "UCX_RC_ROCE_STATS_DIR=$stats")
+  # FAB_TL=ud_roce: the same incast over ud_roce (its CC: off = AIMD alone, or delay).
+  [ "${FAB_TL:-rc_roce}" = ud_roce ] && envs=(UCX_TLS=ud_roce,self UCX_NET_DEVICES=fab0 "UCX_UD_ROCE_CC=$mode"
+    "UCX_UD_ROCE_STATS_DIR=$stats" "UCX_UD_ROCE_DELAY_TARGET=$FABRIC_UD_TARGET")
   [ "$mode" = dcqcn ] && read -ra extra <<<"$FABRIC_DCQCN_ENV" && envs+=("${extra[@]}")
   [ -n "${FABRIC_CC_EXTRA:-}" ] && read -ra extra <<<"$FABRIC_CC_EXTRA" && envs+=("${extra[@]}")
   # Without CC the senders lock each other out of the tail-dropping queue for seconds at a time:
@@ -255,6 +260,19 @@ cc_group() {
     PASSED+=(cc.acceptance); printf 'rxe-step name=cc.acceptance status=pass\n' | tee -a "$RESULTS"
   else
     fail_step cc.acceptance "$why"
+  fi
+  # ud_roce: the same incast with its AIMD window alone (off) and with the delay window.
+  local ud_off_q ud_off_drops
+  FAB_TL=ud_roce fabric_incast off
+  ud_off_q=$FAB_QP95 ud_off_drops=$FAB_DROPS
+  FAB_TL=ud_roce fabric_incast delay
+  why=""
+  [ "$FAB_QP95" -lt "$ud_off_q" ] || why+="ud_roce delay queued ${FAB_QP95} B (p95), off ${ud_off_q} B; "
+  [ "$FAB_DROPS" -le "$ud_off_drops" ] || why+="ud_roce delay dropped ${FAB_DROPS}, off ${ud_off_drops}; "
+  if [ -z "$why" ]; then
+    PASSED+=(cc.ud.contrast); printf 'rxe-step name=cc.ud.contrast status=pass\n' | tee -a "$RESULTS"
+  else
+    fail_step cc.ud.contrast "$why"
   fi
   bash "$FABRIC_SCRIPT" teardown
 }
