@@ -329,6 +329,7 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
         return UCS_ERR_INVALID_PARAM;
     }
     qc.traffic_class = dc.traffic_class;
+    qc.priority = dc.priority;
     qc.faults.drop = config.fault_drop;
     qc.faults.duplicate = config.fault_duplicate;
     qc.faults.reorder = config.fault_reorder;
@@ -363,7 +364,9 @@ ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gi
     uc.dev_name = port.dev_name;
     uc.port = port.port;
     uc.gid_index = gid_cfg.gid_index ? int(*gid_cfg.gid_index) : -1;
-    uc.traffic_class = gid::resolve_traffic_class(gid_cfg, std::nullopt).tos;
+    const gid::TrafficClass tc = gid::resolve_traffic_class(gid_cfg, std::nullopt);
+    uc.traffic_class = tc.tos;
+    uc.priority = tc.priority;
     const Status s = verbs::open_ud_datagram(uc, md.verbs_pd, qp);
     if (s != Status::ok) {
         // The backend logged the cause (device, port, GID); this says which iface it was for.

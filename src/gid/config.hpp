@@ -54,8 +54,10 @@ inline constexpr ConfigVar gid_config_vars[] = {
     {"ECN", "auto", "auto, ect0, ect1, off",
      "ECN field of data packets; auto is ECT(0) so switches mark instead of drop and congestion control works."},
     {"PRIORITY", "auto", "auto or 0..7",
-     "802.1p priority (PCP) for PFC, the service level of RDMA devices' QPs; auto is 0 unless the peer "
-     "configured another. The userspace device only advertises it (a UDP socket cannot tag per packet)."},
+     "802.1p priority (PCP) for PFC; auto is 0, for rc_roce unless the peer configured another (exchanged "
+     "at connection setup, both directions use it). The userspace device sends at this socket priority "
+     "(SO_PRIORITY), which a VLAN netdev's egress-qos-map or the NIC's priority map turns into the PCP; "
+     "RDMA devices get it as the QPs' service level (kernel rxe ignores that: its packets leave at priority 0)."},
     {"CNP_DSCP", "48", "0..63",
      "DSCP of the congestion notification packets (BTH opcode 0x81) the userspace device sends when "
      "CC is dcqcn (sent Not-ECT, at the data priority)."},
