@@ -404,8 +404,8 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
         }
         gid::GidConfig gid_cfg;
         std::string gid_err;
-        if (gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), gid_cfg, gid_err) !=
-            Status::ok) {
+        if (gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), gid_cfg, gid_err,
+                                  "UCX_UD_ROCE_") != Status::ok) {
             ucs_error("ud_roce: %s", gid_err.c_str());
             return UCS_ERR_INVALID_PARAM;
         }
