@@ -61,17 +61,21 @@ bad_device)
 bad_gid_settings)
   # Every impossible GID / traffic-class setting is refused at iface open with one line naming the
   # setting, the value and the valid choices (gid::config_error), never a crash or a silent default.
-  for kv in ADDR_FAMILY=ipx GID_INDEX=99 GID_NETDEV=nosuchdev0 DSCP=64 TRAFFIC_CLASS=256 ECN=maybe \
-            PRIORITY=8 ROCE_VERSION=1 SUBNETS=10.0.0.0/40 REACHABILITY=far CNP_DSCP=70; do
-    name=${kv%%=*} value=${kv#*=}
-    out=$(env "UCX_RC_ROCE_$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t rc_roce 2>&1)
-    rc=$?
-    [ $rc -ne 124 ] || fail "$kv: hung"
-    case $rc in 134|135|136|139) fail "$kv: crashed (rc=$rc)" ;; esac
-    line=$(grep -m1 -F "UCX_RC_ROCE_$name=$value: " <<<"$out") || fail "$kv: no error naming the setting: $out"
-    grep -q '; valid: ' <<<"$line" || fail "$kv: the error does not list the valid choices: $line"
-    grep -q 'failed to open interface' <<<"$out" || fail "$kv: the iface opened anyway"
-    echo "  $kv -> ${line#*ERROR }"
+  # ud_roce has its own copy of the settings (UCX_UD_ROCE_*): its errors name those.
+  for tl in rc_roce ud_roce; do
+    var=UCX_${tl^^}_
+    for kv in ADDR_FAMILY=ipx GID_INDEX=99 GID_NETDEV=nosuchdev0 DSCP=64 TRAFFIC_CLASS=256 ECN=maybe \
+              PRIORITY=8 ROCE_VERSION=1 SUBNETS=10.0.0.0/40 REACHABILITY=far CNP_DSCP=70; do
+      name=${kv%%=*} value=${kv#*=}
+      out=$(env "$var$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t $tl 2>&1)
+      rc=$?
+      [ $rc -ne 124 ] || fail "$tl $kv: hung"
+      case $rc in 134|135|136|139) fail "$tl $kv: crashed (rc=$rc)" ;; esac
+      line=$(grep -m1 -F "$var$name=$value: " <<<"$out") || fail "$tl $kv: no error naming $var$name: $out"
+      grep -q '; valid: ' <<<"$line" || fail "$tl $kv: the error does not list the valid choices: $line"
+      grep -q 'failed to open interface' <<<"$out" || fail "$tl $kv: the iface opened anyway"
+      echo "  $tl $kv -> ${line#*ERROR }"
+    done
   done
   # Congestion control: ud_roce has no dcqcn (no CNPs); unknown modes of either transport.
   for tkv in ud_roce:UD_ROCE_CC=dcqcn ud_roce:UD_ROCE_CC=fast rc_roce:RC_ROCE_CC=fast; do
@@ -85,6 +89,30 @@ bad_gid_settings)
     grep -q 'failed to open interface' <<<"$out" || fail "$kv: the iface opened anyway"
     echo "  $kv -> ${line#*ERROR }"
   done
+  ;;
+device_filter)
+  # The device lists apply each transport's own GID settings, read as iface open reads them: from
+  # the environment and from UCX's config file (ucx.conf in UCX_CONFIG_DIR).
+  devs() { grep -oE 'Device: [^ ]+' <<<"$1" | sed 's/Device: //' | sort -u | tr '\n' ' '; }
+  all_rc=$(devs "$(timeout 60 ucx_info -d -t rc_roce 2>&1)")
+  all_ud=$(devs "$(timeout 60 ucx_info -d -t ud_roce 2>&1)")
+  echo "rc_roce devices: $all_rc; ud_roce devices: $all_ud"
+  [[ " $all_rc" == *" lo "* ]] || fail "lo is not listed: $all_rc"
+  [ "$(wc -w <<<"$all_rc")" -ge 2 ] || { echo "[ucx_info] SKIP: one usable netdev, nothing to filter"; exit 77; }
+  got=$(devs "$(UCX_UD_ROCE_GID_NETDEV=lo timeout 60 ucx_info -d -t ud_roce 2>&1)")
+  [ "$got" = "lo " ] || fail "UCX_UD_ROCE_GID_NETDEV=lo: ud_roce lists '$got'"
+  got=$(devs "$(UCX_UD_ROCE_GID_NETDEV=lo timeout 60 ucx_info -d -t rc_roce 2>&1)")
+  [ "$got" = "$all_rc" ] || fail "UCX_UD_ROCE_GID_NETDEV narrowed rc_roce's list to '$got'"
+  got=$(devs "$(UCX_RC_ROCE_GID_NETDEV=lo timeout 60 ucx_info -d -t ud_roce 2>&1)")
+  [ "$got" = "$all_ud" ] || fail "UCX_RC_ROCE_GID_NETDEV narrowed ud_roce's list to '$got'"
+  dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
+  echo "UCX_RC_ROCE_GID_NETDEV=lo" > "$dir/ucx.conf"
+  out=$(cd "$dir/.." && UCX_CONFIG_DIR=$dir timeout 60 ucx_info -d -t rc_roce 2>&1)
+  got=$(devs "$out")
+  [ "$got" = "lo " ] || fail "ucx.conf UCX_RC_ROCE_GID_NETDEV=lo: rc_roce lists '$got': $(tail -3 <<<"$out")"
+  grep -q 'failed to open interface' <<<"$out" && fail "ucx.conf: an iface failed to open: $out"
+  echo "[ucx_info] each transport's GID_NETDEV (environment or ucx.conf) narrows its own list only"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -8,6 +8,8 @@ add_test(NAME ucx_info.config COMMAND ${_sh}/check_ucx_info.sh ${_env} config)
 add_test(NAME ucx_info.lanes COMMAND ${_sh}/check_ucx_info.sh ${_env} lanes)
 add_test(NAME ucx_info.bad_device COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_device)
 add_test(NAME ucx_info.bad_gid_settings COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_gid_settings)
+add_test(NAME ucx_info.device_filter COMMAND ${_sh}/check_ucx_info.sh ${_env} device_filter)
+set_tests_properties(ucx_info.device_filter PROPERTIES SKIP_RETURN_CODE 77)
 
 # ucx_perftest pairs: one test per "name|arguments" entry of `tests`, named <prefix>.<name>,
 # run with `extra` arguments (UCT level: -x <tl> -d lo) and `env` (UCP level: UCX_TLS).

@@ -286,12 +286,14 @@ std::vector<std::pair<std::string, std::string>> table_settings(const Vars& vars
     }
     return settings;
 }
-// The same settings from the environment (UCX_RC_ROCE_*), for the device lists: a device on which
-// they leave nothing to choose is not listed (unless that would leave none: opening one then
-// explains why). nullopt when they do not parse (iface open reports it).
-std::optional<gid::GidConfig> gid_settings_from_env();
-// iface_verbs.cpp: rc_roce on an RDMA device's RoCE port (verbs backend).
-std::vector<std::string> verbs_tl_devices(const Md& md);
+// The same settings for the device lists of transport `tl` (rc_roce or ud_roce), read the way
+// iface open reads them (uct_md_iface_config_read: UCX_<TL>_<NAME> from the environment and UCX's
+// config files): a device on which they leave nothing to choose is not listed (unless that
+// would leave none: opening one then explains why). nullopt when they do not parse (iface open
+// reports it).
+std::optional<gid::GidConfig> gid_settings_for_listing(const Md& md, const char* tl);
+// iface_verbs.cpp: rc_roce or ud_roce (`tl`) on an RDMA device's RoCE ports (verbs backend).
+std::vector<std::string> verbs_tl_devices(const Md& md, const char* tl);
 // Opens iface.dev on tl_dev ("rxe0:1") and sets iface.mtu, sq_depth, max_msg.
 ucs_status_t open_verbs_device(const IfaceConfig& config, const gid::GidConfig& gid_cfg, const cc::CcConfig& cc_cfg, Md& md,
                                const char* tl_dev, Iface& iface);

@@ -4,6 +4,7 @@
 // that device's RoCE ports (iface_verbs.cpp).
 #include "glue.hpp"
 #include "netdev.hpp"
+#include "ud_glue.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -420,20 +421,29 @@ ucs_status_t validate_config(const IfaceConfig& c) {
 } // namespace
 
 Status gid_settings(const IfaceConfig& config, gid::GidConfig& out, std::string& err) {
-    return gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), out, err);
+    return gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), out, err, "UCX_RC_ROCE_");
 }
 
 Status cc_settings(const IfaceConfig& config, cc::CcConfig& out, std::string& err) {
     return cc::parse_cc_config(table_settings(cc::cc_vars(), config.cc), out, err);
 }
 
-std::optional<gid::GidConfig> gid_settings_from_env() {
+std::optional<gid::GidConfig> gid_settings_for_listing(const Md& md, const char* tl) {
+    // Before: the environment's UCX_RC_ROCE_* for both transports, so UCX_UD_ROCE_GID_NETDEV did not
+    // narrow ud_roce's list (and UCX_RC_ROCE_* did), and settings in a UCX config file did not count.
+    const bool ud = std::strcmp(tl, ud_tl_name) == 0;
+    const char* prefix = ud ? "UCX_UD_ROCE_" : "UCX_RC_ROCE_";
+    uct_iface_config_t* c = nullptr;
     gid::GidConfig cfg;
     std::string err;
-    if (gid::gid_config_from_env(cfg, err) != Status::ok) {
-        return std::nullopt;
+    if (uct_md_iface_config_read(const_cast<uct_md_t*>(&md.super), tl, nullptr, nullptr, &c) != UCS_OK) {
+        ucs_debug("%s: configuration unreadable, device list from the environment", tl);
+        return gid::gid_config_from_env(cfg, err, prefix) == Status::ok ? std::optional(cfg) : std::nullopt;
     }
-    return cfg;
+    char* const* values = ud ? reinterpret_cast<UdIfaceConfig*>(c)->gid : reinterpret_cast<IfaceConfig*>(c)->gid;
+    const Status s = gid::parse_gid_config(table_settings(gid::gid_config_vars, values), cfg, err, prefix);
+    uct_config_release(c);
+    return s == Status::ok ? std::optional(cfg) : std::nullopt;
 }
 
 // ---------------------------------------------------------------- public entry points

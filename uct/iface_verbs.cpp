@@ -11,9 +11,9 @@
 
 namespace roce::uct {
 
-std::vector<std::string> verbs_tl_devices(const Md& md) {
+std::vector<std::string> verbs_tl_devices(const Md& md, const char* tl) {
     std::vector<std::string> all, usable;
-    const std::optional<gid::GidConfig> cfg = gid_settings_from_env();
+    const std::optional<gid::GidConfig> cfg = gid_settings_for_listing(md, tl);
     for (const verbs::RocePort& p : verbs::list_roce_ports()) {
         if (p.dev_name != md.rdma_dev || p.name().size() >= UCT_DEVICE_NAME_MAX) {
             continue;
@@ -26,7 +26,7 @@ std::vector<std::string> verbs_tl_devices(const Md& md) {
             verbs::choose_gid(ctx, nullptr, {}, choice, err) == Status::ok) {
             usable.push_back(p.name());
         } else {
-            ucs_debug("rc_roce: not listing %s: %s", p.name().c_str(), err.c_str());
+            ucs_debug("%s: not listing %s: %s", tl, p.name().c_str(), err.c_str());
         }
     }
     return usable.empty() ? all : usable;

@@ -167,10 +167,11 @@ int dev_addr_is_reachable(const uint8_t* my_dev_addr, const uct_device_addr_t* d
     return 1;
 }
 
-std::vector<std::string> usable_netdev_names(const std::string& netns, const char* tl) {
+std::vector<std::string> usable_netdev_names(const std::string& netns, const char* tl,
+                                             const std::optional<gid::GidConfig>& cfg) {
     std::vector<std::string> names;
     (void)in_md_netns(netns, tl, [&] {
-        for (const Netdev& d : usable_netdevs(tl)) {
+        for (const Netdev& d : usable_netdevs(tl, cfg)) {
             names.push_back(d.name);
         }
         return UCS_OK;
@@ -188,9 +189,8 @@ ucs_status_t in_md_netns(const std::string& netns, const char* tl, const std::fu
     return status;
 }
 
-std::vector<Netdev> usable_netdevs(const char* tl) {
+std::vector<Netdev> usable_netdevs(const char* tl, const std::optional<gid::GidConfig>& cfg) {
     std::vector<Netdev> all = list_netdevs();
-    const std::optional<gid::GidConfig> cfg = gid_settings_from_env();
     gid::NetModel net;
     std::string err;
     if (!cfg || gid::load_net_model(gid::SysRoot("/"), net, err) != Status::ok) {
@@ -315,7 +315,8 @@ uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl) {
 
 ucs_status_t md_tl_devices(const Md& md, const char* tl, uct_tl_device_resource_t** devices_p, unsigned* num_p) {
     const bool rdma_ports = md.is_verbs(), locate = md.netns.empty();
-    std::vector<std::string> names = rdma_ports ? verbs_tl_devices(md) : usable_netdev_names(md.netns, tl);
+    std::vector<std::string> names = rdma_ports ? verbs_tl_devices(md, tl)
+                                                : usable_netdev_names(md.netns, tl, gid_settings_for_listing(md, tl));
     std::vector<ucs_sys_device_t> sys(names.size(), UCS_SYS_DEVICE_ID_UNKNOWN);
     std::string err;
     const gid::Topology* topo = locate ? gid::Topology::shared(err) : nullptr;

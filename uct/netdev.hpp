@@ -31,11 +31,13 @@ struct DevAddrView {
 // Every up netdev with a usable address: its first IPv4 address, else its first IPv6 address
 // that is not link-local (those need a scope id, which a device address does not carry).
 std::vector<Netdev> list_netdevs();
-// Netdevs listed as transport devices: those with an address the GID settings of the
-// environment accept (all of them when that would leave none: opening one then explains why).
-std::vector<Netdev> usable_netdevs(const char* tl);
+// Netdevs listed as transport devices: those with an address the transport's GID settings
+// (gid_settings_for_listing; nullopt: unparsable) accept (all of them when that would leave
+// none: opening one then explains why).
+std::vector<Netdev> usable_netdevs(const char* tl, const std::optional<gid::GidConfig>& cfg);
 // The names of usable_netdevs() as seen in network namespace `netns` (empty: ours).
-std::vector<std::string> usable_netdev_names(const std::string& netns, const char* tl);
+std::vector<std::string> usable_netdev_names(const std::string& netns, const char* tl,
+                                             const std::optional<gid::GidConfig>& cfg);
 // Runs fn (which opens sockets, lists netdevs) inside network namespace `netns`; logs and
 // returns UCS_ERR_NO_DEVICE when the namespace cannot be entered.
 ucs_status_t in_md_netns(const std::string& netns, const char* tl, const std::function<ucs_status_t()>& fn);

@@ -351,6 +351,7 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
         return UCS_ERR_INVALID_PARAM;
     }
     qc.traffic_class = dc.traffic_class;
+    qc.priority = dc.priority;
     qc.faults.drop = config.fault_drop;
     qc.faults.duplicate = config.fault_duplicate;
     qc.faults.reorder = config.fault_reorder;
@@ -385,7 +386,9 @@ ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gi
     uc.dev_name = port.dev_name;
     uc.port = port.port;
     uc.gid_index = gid_cfg.gid_index ? int(*gid_cfg.gid_index) : -1;
-    uc.traffic_class = gid::resolve_traffic_class(gid_cfg, std::nullopt).tos;
+    const gid::TrafficClass tc = gid::resolve_traffic_class(gid_cfg, std::nullopt);
+    uc.traffic_class = tc.tos;
+    uc.priority = tc.priority;
     const Status s = verbs::open_ud_datagram(uc, md.verbs_pd, qp);
     if (s != Status::ok) {
         // The backend logged the cause (device, port, GID); this says which iface it was for.
@@ -423,8 +426,8 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
         }
         gid::GidConfig gid_cfg;
         std::string gid_err;
-        if (gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), gid_cfg, gid_err) !=
-            Status::ok) {
+        if (gid::parse_gid_config(table_settings(gid::gid_config_vars, config.gid), gid_cfg, gid_err,
+                                  "UCX_UD_ROCE_") != Status::ok) {
             ucs_error("ud_roce: %s", gid_err.c_str());
             return UCS_ERR_INVALID_PARAM;
         }

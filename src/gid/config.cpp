@@ -60,8 +60,36 @@ bool SubnetFilter::allows(const IpAddr& a) const {
     return deny ? !listed : (prefixes.empty() || listed);
 }
 
+namespace {
+
+// The messages are written with UCX_RC_ROCE_ names (config_error); ud_roce's copy of the table
+// has its own variables, so its errors are renamed once, where they leave this file.
+Status named_for(const GidConfig& cfg, Status s, std::string& err) {
+    if (s != Status::ok)
+        name_settings(cfg, err);
+    return s;
+}
+
+Status set_one(GidConfig& cfg, std::string_view name, std::string_view value, std::string& err);
+
+} // namespace
+
+void name_settings(const GidConfig& cfg, std::string& msg) {
+    if (cfg.var_prefix == config_prefix)
+        return;
+    for (size_t at = 0; (at = msg.find(config_prefix, at)) != std::string::npos; at += cfg.var_prefix.size())
+        msg.replace(at, config_prefix.size(), cfg.var_prefix);
+}
+
 Status set_gid_config(GidConfig& cfg, std::string_view name, std::string_view value, std::string& err) {
-    if (name.starts_with(config_prefix)) name.remove_prefix(config_prefix.size());
+    return named_for(cfg, set_one(cfg, name, value, err), err);
+}
+
+namespace {
+
+Status set_one(GidConfig& cfg, std::string_view name, std::string_view value, std::string& err) {
+    if (name.starts_with(cfg.var_prefix)) name.remove_prefix(cfg.var_prefix.size());
+    else if (name.starts_with(config_prefix)) name.remove_prefix(config_prefix.size());
     const ConfigVar* var = find_var(name);
     if (var == nullptr) {
         std::string names;
@@ -149,8 +177,6 @@ Status set_gid_config(GidConfig& cfg, std::string_view name, std::string_view va
     return Status::ok;
 }
 
-namespace {
-
 std::string tc_text(const GidConfig& c) { return std::to_string(*c.traffic_class); }
 
 Status cross_check(const GidConfig& c, std::string& err) {
@@ -185,25 +211,26 @@ Status cross_check(const GidConfig& c, std::string& err) {
 } // namespace
 
 Status parse_gid_config(std::span<const std::pair<std::string, std::string>> settings, GidConfig& out,
-                        std::string& err) {
+                        std::string& err, std::string_view prefix) {
     GidConfig cfg;
+    cfg.var_prefix = std::string(prefix);
     for (const auto& [name, value] : settings)
         if (auto s = set_gid_config(cfg, name, value, err); s != Status::ok) return s;
-    if (auto s = cross_check(cfg, err); s != Status::ok) return s;
+    if (auto s = cross_check(cfg, err); s != Status::ok) return named_for(cfg, s, err);
     out = std::move(cfg);
     return Status::ok;
 }
 
-Status gid_config_from_env(GidConfig& out, std::string& err) {
+Status gid_config_from_env(GidConfig& out, std::string& err, std::string_view prefix) {
     std::vector<std::pair<std::string, std::string>> settings;
     for (const auto& v : gid_config_vars) {
-        const std::string env = std::string(config_prefix) + std::string(v.name);
+        const std::string env = std::string(prefix) + std::string(v.name);
         if (const char* val = std::getenv(env.c_str())) settings.emplace_back(std::string(v.name), val);
     }
-    return parse_gid_config(settings, out, err);
+    return parse_gid_config(settings, out, err, prefix);
 }
 
-Status check_gid_config(const GidConfig& cfg, const PortInfo& port, std::string& err) {
+static Status check_port(const GidConfig& cfg, const PortInfo& port, std::string& err) {
     const std::string where = port.dev + " port " + std::to_string(port.port);
     std::vector<unsigned> used, matching;
     std::set<std::string> ndevs;
@@ -251,6 +278,10 @@ Status check_gid_config(const GidConfig& cfg, const PortInfo& port, std::string&
         return Status::invalid_param;
     }
     return Status::ok;
+}
+
+Status check_gid_config(const GidConfig& cfg, const PortInfo& port, std::string& err) {
+    return named_for(cfg, check_port(cfg, port, err), err);
 }
 
 } // namespace roce::gid

@@ -54,8 +54,10 @@ inline constexpr ConfigVar gid_config_vars[] = {
     {"ECN", "auto", "auto, ect0, ect1, off",
      "ECN field of data packets; auto is ECT(0) so switches mark instead of drop and congestion control works."},
     {"PRIORITY", "auto", "auto or 0..7",
-     "802.1p priority (PCP) for PFC, the service level of RDMA devices' QPs; auto is 0 unless the peer "
-     "configured another. The userspace device only advertises it (a UDP socket cannot tag per packet)."},
+     "802.1p priority (PCP) for PFC; auto is 0, for rc_roce unless the peer configured another (exchanged "
+     "at connection setup, both directions use it). The userspace device sends at this socket priority "
+     "(SO_PRIORITY), which a VLAN netdev's egress-qos-map or the NIC's priority map turns into the PCP; "
+     "RDMA devices get it as the QPs' service level (kernel rxe ignores that: its packets leave at priority 0)."},
     {"CNP_DSCP", "48", "0..63",
      "DSCP of the congestion notification packets (BTH opcode 0x81) the userspace device sends when "
      "CC is dcqcn (sent Not-ECT, at the data priority)."},
@@ -86,21 +88,29 @@ struct GidConfig {
     std::optional<uint8_t> ecn;            // 0 not-ECT, 1 ECT(1), 2 ECT(0)
     std::optional<uint8_t> priority;
     uint8_t cnp_dscp = 48;
+    // The variables these settings came from: UCX_RC_ROCE_ or UCX_UD_ROCE_ (each transport has
+    // its own copy of the table), so that errors name the variable the user really set.
+    std::string var_prefix = std::string(config_prefix);
 };
 
-// One setting by name (with or without the UCX_RC_ROCE_ prefix). Unknown names are errors too.
+// One setting by name (with or without cfg.var_prefix). Unknown names are errors too.
 Status set_gid_config(GidConfig& cfg, std::string_view name, std::string_view value, std::string& err);
 
-// Several settings, then the cross-checks (e.g. TRAFFIC_CLASS together with DSCP).
+// Several settings, then the cross-checks (e.g. TRAFFIC_CLASS together with DSCP). `prefix`:
+// the variables' prefix (GidConfig::var_prefix), the one errors name.
 Status parse_gid_config(std::span<const std::pair<std::string, std::string>> settings, GidConfig& out,
-                        std::string& err);
+                        std::string& err, std::string_view prefix = config_prefix);
 
-// Reads every UCX_RC_ROCE_<NAME> of the table from the environment.
-Status gid_config_from_env(GidConfig& out, std::string& err);
+// Reads every <prefix><NAME> of the table from the environment.
+Status gid_config_from_env(GidConfig& out, std::string& err, std::string_view prefix = config_prefix);
 
 // Settings that only make sense against a concrete port: index in range and of the configured
 // type and family, a netdev that appears in the table.
 Status check_gid_config(const GidConfig& cfg, const PortInfo& port, std::string& err);
+
+// Messages of this module name the settings UCX_RC_ROCE_<NAME>; for settings read from another
+// transport's variables (cfg.var_prefix, e.g. UCX_UD_ROCE_) this renames them in `msg`.
+void name_settings(const GidConfig& cfg, std::string& msg);
 
 // "UCX_RC_ROCE_<name>=<value>: <problem>; valid: <choices>"
 std::string config_error(std::string_view name, std::string_view value, std::string_view problem,

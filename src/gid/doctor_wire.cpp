@@ -19,7 +19,8 @@ void wire_usage(FILE* f) {
                  "usage: roce_doctor wire FILE.pcap [--json]\n"
                  "  One line per RoCEv2 flow (UDP port 4791, or any port when the ICRC verifies) of the\n"
                  "  capture and traffic class:\n"
-                 "  flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E  (KIND: rc, uc, ud, cnp, other)\n");
+                 "  flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E [vlan=V pcp=P]\n"
+                 "  (KIND: rc, uc, ud, cnp, other; vlan and pcp for 802.1Q-tagged frames)\n");
 }
 
 namespace {
@@ -28,6 +29,8 @@ struct Flow {
     std::string src, dst;
     const char* kind;
     uint8_t tos;
+    int vlan;   // -1: untagged
+    uint8_t pcp;
     unsigned packets = 0;
 };
 
@@ -67,9 +70,11 @@ int wire_main(int argc, char** argv) {
             continue;
         const uint8_t op = f.udp_payload[0];
         const char* kind = op == 0x81 ? "cnp" : op < 0x20 ? "rc" : op < 0x40 ? "uc" : (op >= 0x60 && op < 0x80) ? "ud" : "other";
-        const Flow key{ip_of(f.ip, f.ip.src_ip).str(), ip_of(f.ip, f.ip.dst_ip).str(), kind, f.tos};
+        const Flow key{ip_of(f.ip, f.ip.src_ip).str(), ip_of(f.ip, f.ip.dst_ip).str(), kind, f.tos, f.vlan_id,
+                       f.vlan_id >= 0 ? f.vlan_pcp : uint8_t(0)};
         auto it = std::find_if(flows.begin(), flows.end(), [&](const Flow& x) {
-            return x.src == key.src && x.dst == key.dst && !std::strcmp(x.kind, key.kind) && x.tos == key.tos;
+            return x.src == key.src && x.dst == key.dst && !std::strcmp(x.kind, key.kind) && x.tos == key.tos &&
+                   x.vlan == key.vlan && x.pcp == key.pcp;
         });
         if (it == flows.end()) it = flows.insert(flows.end(), key);
         ++it->packets;
@@ -79,16 +84,23 @@ int wire_main(int argc, char** argv) {
         for (size_t i = 0; i < flows.size(); ++i) {
             const Flow& x = flows[i];
             std::printf("%s\n  {\"src\": %s, \"dst\": %s, \"kind\": \"%s\", \"packets\": %u, \"tos\": %u, \"dscp\": %u, "
-                        "\"ecn\": \"%s\"}",
+                        "\"ecn\": \"%s\"",
                         i ? "," : "", json_string(x.src).c_str(), json_string(x.dst).c_str(), x.kind, x.packets,
                         unsigned(x.tos), unsigned(x.tos >> 2), ecn_names[x.tos & 3]);
+            if (x.vlan >= 0)
+                std::printf(", \"vlan\": %d, \"pcp\": %u", x.vlan, unsigned(x.pcp));
+            std::printf("}");
         }
         std::printf("%s]}\n", flows.empty() ? "" : "\n");
         return 0;
     }
-    for (const Flow& x : flows)
-        std::printf("flow %s -> %s %s packets=%u tos=%u dscp=%u ecn=%s\n", x.src.c_str(), x.dst.c_str(), x.kind,
+    for (const Flow& x : flows) {
+        std::printf("flow %s -> %s %s packets=%u tos=%u dscp=%u ecn=%s", x.src.c_str(), x.dst.c_str(), x.kind,
                     x.packets, unsigned(x.tos), unsigned(x.tos >> 2), ecn_names[x.tos & 3]);
+        if (x.vlan >= 0)
+            std::printf(" vlan=%d pcp=%u", x.vlan, unsigned(x.pcp));
+        std::printf("\n");
+    }
     if (flows.empty())
         std::printf("no RoCEv2 packets (UDP port 4791 or a valid ICRC) in %s (%zu frames)\n", file.c_str(), frames.size());
     return 0;

@@ -224,8 +224,10 @@ std::string summary(const std::vector<Candidate>& c) {
 
 } // namespace
 
-Selection select_gid(const PortInfo& port, const NetModel& net, const GidConfig& cfg, std::span<const PeerGid> peer,
-                     const Validator& validate) {
+namespace {
+
+Selection select_impl(const PortInfo& port, const NetModel& net, const GidConfig& cfg, std::span<const PeerGid> peer,
+                      const Validator& validate) {
     Selection sel;
     const std::string where = port.dev + " port " + std::to_string(port.port);
     sel.entries.resize(port.gids.size());
@@ -370,6 +372,8 @@ Selection select_gid(const PortInfo& port, const NetModel& net, const GidConfig&
     return sel;
 }
 
+} // namespace
+
 std::vector<PeerGid> advertised_gids(const PortInfo& port, const NetModel& net, const GidConfig& cfg) {
     std::vector<std::pair<Rank, PeerGid>> ranked;
     if (port.link_layer != "Ethernet") return {};
@@ -380,6 +384,17 @@ std::vector<PeerGid> advertised_gids(const PortInfo& port, const NetModel& net, 
     for (const auto& [r, g] : ranked)
         if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
     return out;
+}
+
+// The reasons and errors name the settings; a transport with its own variables gets its names.
+Selection select_gid(const PortInfo& port, const NetModel& net, const GidConfig& cfg, std::span<const PeerGid> peer,
+                     const Validator& validate) {
+    Selection sel = select_impl(port, net, cfg, peer, validate);
+    name_settings(cfg, sel.error);
+    name_settings(cfg, sel.reason);
+    for (Candidate& c : sel.entries)
+        name_settings(cfg, c.why);
+    return sel;
 }
 
 } // namespace roce::gid

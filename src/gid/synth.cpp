@@ -35,6 +35,7 @@ Status choose_netdev_address(const NetModel& net, std::string_view netdev, const
                              std::string& err, Selection* sel_out) {
     if (cfg.version == RoceVersion::v1) {
         err = config_error("ROCE_VERSION", "1", "the userspace device sends RoCE v2 (UDP) only", "auto, 2");
+        name_settings(cfg, err);
         return Status::invalid_param;
     }
     const PortInfo port = synthesize_port(net, netdev);

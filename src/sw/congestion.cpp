@@ -96,7 +96,7 @@ void DeviceImpl::send_cnp(Qp& qp) {
         return;
     }
     // CNPs travel in their own class (UCX_RC_ROCE_CNP_*), usually a strict-priority queue.
-    tx_commit(n, qp.peer_sa, qp.peer_salen, cfg_.cnp_traffic_class);
+    tx_commit(n, qp.peer_sa, qp.peer_salen, cfg_.cnp_traffic_class, qp.cnp_sock);
     st_.cnps_sent++;
     qp.st.cnps_sent++;
 }

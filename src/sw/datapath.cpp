@@ -21,9 +21,10 @@ uint8_t* DeviceImpl::tx_slot() {
     return tx_[tx_n_].buf;
 }
 
-void DeviceImpl::tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos) {
+void DeviceImpl::tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos, uint8_t sock) {
     TxSlot& s = tx_[tx_n_++];
     s.tos = tos;
+    s.sock = sock;
     if (s.buf[0] != uint8_t(wire::Opcode::rc_ack))
         tx_has_data_ = true;
     s.len = len;
@@ -40,7 +41,7 @@ void DeviceImpl::emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payloa
                    payload.size());
         return;
     }
-    tx_commit(n, qp.peer_sa, qp.peer_salen, qp.tos);
+    tx_commit(n, qp.peer_sa, qp.peer_salen, qp.tos, qp.tx_sock);
     qp.st.tx_packets++;
     qp.st.tx_bytes += n;
 }
@@ -58,8 +59,10 @@ void DeviceImpl::tx_flush() {
     in_flush_ = false;
 }
 
-// A packet whose ToS is not the socket's (a connection's negotiated class) carries it as IP_TOS /
-// IPV6_TCLASS ancillary data at `at`; returns the space used.
+// A packet whose ToS is not its socket's (a fault-injected CE mark; a connection's class when the
+// kernel refused a class socket) carries it as IP_TOS / IPV6_TCLASS ancillary data at `at`;
+// returns the space used. On IPv4 the kernel then sets the packet's priority from the ToS
+// (rt_tos2priority), not from SO_PRIORITY.
 static size_t put_tos_cmsg(uint8_t* at, int family, int tos) {
     auto* cm = reinterpret_cast<cmsghdr*>(at);
     cm->cmsg_level = family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6;
@@ -88,11 +91,12 @@ void DeviceImpl::tx_send_plain() {
         tx_msgs_[m].msg_hdr.msg_namelen = s.salen;
         tx_msgs_[m].msg_hdr.msg_iov = &tx_iov_[m];
         tx_msgs_[m].msg_hdr.msg_iovlen = 1;
-        if (s.tos >= 0) {   // indexed by slot: a duplicated packet shares its slot's buffer
+        if (const int tos = cmsg_tos(s.tos, s.sock); tos >= 0) {   // indexed by slot: a duplicate shares it
             uint8_t* c = tx_cmsg_[size_t(&s - tx_.data())].b;
             tx_msgs_[m].msg_hdr.msg_control = c;
-            tx_msgs_[m].msg_hdr.msg_controllen = put_tos_cmsg(c, s.sa.ss_family, s.tos);
+            tx_msgs_[m].msg_hdr.msg_controllen = put_tos_cmsg(c, s.sa.ss_family, tos);
         }
+        tx_msg_sock_[m] = s.sock;
         st_.tx_packets++;
         st_.tx_bytes += s.len;
         if (pcap_)
@@ -114,7 +118,7 @@ void DeviceImpl::tx_send_plain() {
             }
             if (d.delay) {   // sent by send_delayed once due: late, behind later packets
                 delayed_.push_back({now_ns() + uint64_t(cfg_.faults.delay_us) * 1000,
-                                    std::vector<uint8_t>(s.buf, s.buf + s.len), s.sa, s.salen, s.tos});
+                                    std::vector<uint8_t>(s.buf, s.buf + s.len), s.sa, s.salen, s.tos, s.sock});
                 st_.faults_delayed++;
                 continue;
             }
@@ -148,8 +152,17 @@ void DeviceImpl::tx_send_plain() {
         if (held >= 0)
             add(tx_[unsigned(held)]);
     }
-    if (m)
-        sock_.send_batch(tx_msgs_.data(), m);
+    tx_send_runs(m);
+}
+
+void DeviceImpl::tx_send_runs(unsigned m) {
+    for (unsigned i = 0; i < m;) {
+        unsigned j = i + 1;
+        while (j < m && tx_msg_sock_[j] == tx_msg_sock_[i])
+            ++j;
+        tx_socket(tx_msg_sock_[i]).send_batch(tx_msgs_.data() + i, j - i);
+        i = j;
+    }
 }
 
 namespace {
@@ -194,6 +207,7 @@ void DeviceImpl::tx_send_gso() {
         const unsigned cap = std::min<unsigned>(max_segs, unsigned(65507 / seg));
         unsigned j = i + 1;
         while (j < tx_n_ && j - i < cap && tx_[j].salen == first.salen && tx_[j].tos == first.tos &&
+               tx_[j].sock == first.sock &&
                std::memcmp(&tx_[j].sa, &first.sa, first.salen) == 0 && tx_[j].len <= seg) {
             const bool shorter = tx_[j].len < seg;
             ++j;
@@ -217,11 +231,12 @@ void DeviceImpl::tx_send_gso() {
             if (pcap_)
                 trace_tx(s, first.sa.ss_family == AF_INET ? uint16_t(k) : 0);
         }
-        if (first.tos >= 0) {
+        if (const int tos = cmsg_tos(first.tos, first.sock); tos >= 0) {
             mh.msg_control = tx_cmsg_[m].b;
             mh.msg_controllen = put_tos_cmsg(tx_cmsg_[m].b + (n > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0),
-                                             first.sa.ss_family, first.tos);
+                                             first.sa.ss_family, tos);
         }
+        tx_msg_sock_[m] = first.sock;
         if (n > 1) {
             mh.msg_control = tx_cmsg_[m].b;
             mh.msg_controllen += CMSG_SPACE(sizeof(uint16_t));
@@ -236,8 +251,7 @@ void DeviceImpl::tx_send_gso() {
         ++m;
         i = j;
     }
-    if (m)
-        sock_.send_batch(tx_msgs_.data(), m);
+    tx_send_runs(m);
 }
 
 void DeviceImpl::send_delayed(uint64_t now) {
@@ -250,11 +264,11 @@ void DeviceImpl::send_delayed(uint64_t now) {
         m.msg_iov = &iov;
         m.msg_iovlen = 1;
         uint8_t c[CMSG_SPACE(sizeof(int))];
-        if (d.tos >= 0) {
+        if (const int tos = cmsg_tos(d.tos, d.sock); tos >= 0) {
             m.msg_control = c;
-            m.msg_controllen = put_tos_cmsg(c, d.sa.ss_family, d.tos);
+            m.msg_controllen = put_tos_cmsg(c, d.sa.ss_family, tos);
         }
-        if (::sendmsg(sock_.fd(), &m, MSG_DONTWAIT) > 0) {
+        if (::sendmsg(tx_socket(d.sock).fd(), &m, MSG_DONTWAIT) > 0) {
             st_.tx_packets++;
             st_.tx_bytes += d.bytes.size();
             WireAddr dst;

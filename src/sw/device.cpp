@@ -43,7 +43,7 @@ DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::shared_ptr<PdImpl> pd)
     : cfg_(cfg), pd_(std::move(pd)), faults_(cfg.faults) {}
 
 Status DeviceImpl::init() {
-    Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.gro);
+    Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.priority, cfg_.gro);
     if (s != Status::ok)
         return s;
     {   // a wildcard address has no ICRC identity
@@ -82,6 +82,7 @@ Status DeviceImpl::init() {
     }
     tx_.resize(tx_batch);
     tx_msgs_.resize(2 * tx_batch + 2);
+    tx_msg_sock_.resize(2 * tx_batch + 2);
     tx_iov_.resize(2 * tx_batch + 2);
     tx_cmsg_.resize(tx_batch);
     rx_bufs_.resize(size_t(rx_n_) * rx_size_);

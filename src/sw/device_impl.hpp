@@ -47,6 +47,15 @@ inline constexpr uint64_t max_rto_ns = 1'000'000'000;   // the doubled retransmi
 uint64_t now_ns();
 // ICRC change of a UDP payload of this length when its IPv4 ID goes from 0 to `id` (GSO).
 uint32_t icrc_gso_delta_for_test(size_t udp_payload_len, uint16_t id);
+// Tests: SO_PRIORITY and ToS of the socket the QP's packets leave from ({-1, -1}: no such QP),
+// and the device's sockets' descriptors (its own first, then the class sockets).
+struct TxClass {
+    int priority = -1;
+    int tos = -1;
+    int fd = -1;
+};
+TxClass qp_tx_class_for_test(Device& dev, uint32_t qpn);
+std::vector<int> socket_fds_for_test(Device& dev);
 
 class DeviceImpl final : public Device {
 public:
@@ -98,8 +107,9 @@ public:
 
     // transmit
     uint8_t* tx_slot();
-    // tos >= 0: this packet's ToS differs from the socket's (a connection's negotiated class).
-    void tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos = -1);
+    // tos >= 0: this packet's ToS differs from the device's (a connection's negotiated class);
+    // sock: the socket it leaves from (Qp::tx_sock).
+    void tx_commit(size_t len, const sockaddr_storage& sa, socklen_t salen, int tos = -1, uint8_t sock = 0);
     void tx_flush();
     // Fault injection's delayed packets (FaultConfig::delay), sent once due (progress, timers).
     struct DelayedTx {
@@ -108,6 +118,7 @@ public:
         sockaddr_storage sa;
         socklen_t salen;
         int tos;
+        uint8_t sock;
     };
     std::deque<DelayedTx> delayed_;
     void send_delayed(uint64_t now);
@@ -162,8 +173,16 @@ public:
     std::deque<std::pair<uint64_t, uint64_t>> timewait_order_;   // (expiry, conn_id), oldest first
     void timewait_add(uint64_t conn_id, uint64_t now);
     bool in_timewait(uint64_t conn_id, uint64_t now);
-    void cm_put_tc(cm::Msg& m) const;                 // tc.cpp: our class into a REQ/REP
-    void cm_take_tc(Qp& qp, const cm::Msg& m) const;  // tc.cpp: the connection's class from the peer's
+    void cm_put_tc(cm::Msg& m) const;           // tc.cpp: our class into a REQ/REP
+    void cm_take_tc(Qp& qp, const cm::Msg& m);  // tc.cpp: the connection's class from the peer's
+    // Class sockets (tc.cpp, udp_socket.hpp): a send-only socket per class (ToS, priority) other
+    // than the device's, created at connection setup; the index for Qp::tx_sock (0: the device's
+    // own socket, also when the kernel refuses a sibling or class_socks_max are open).
+    uint8_t class_socket(uint8_t tos, uint8_t priority);
+    UdpSocket& tx_socket(uint8_t i) { return i == 0 ? sock_ : *class_socks_[i - 1]; }
+    static constexpr size_t class_socks_max = 16;   // bounds what peers' adverts can make us open
+    std::vector<std::unique_ptr<UdpSocket>> class_socks_;
+    bool class_socks_refused_ = false;
     void set_peer(Qp& qp, const WireAddr& peer);
     // Whether a packet from `src` may be the QP's peer (the source port counts unless the QP
     // was connected with ManualPeer::any_source_port).
@@ -211,13 +230,16 @@ public:
     struct TxSlot {
         size_t len;
         socklen_t salen;
-        int tos;   // -1: the socket's
+        int tos;   // -1: the device's
+        uint8_t sock;   // tx_socket index
         sockaddr_storage sa;
         alignas(64) uint8_t buf[max_datagram];
     };
     std::vector<TxSlot> tx_;
     unsigned tx_n_ = 0;
     std::vector<mmsghdr> tx_msgs_;
+    std::vector<uint8_t> tx_msg_sock_;   // per tx_msgs_ entry: its socket
+    void tx_send_runs(unsigned m);       // tx_msgs_[0, m) by runs of one socket
     std::vector<iovec> tx_iov_;
     bool in_flush_ = false;
     bool tx_has_data_ = false;   // queued packets other than ACKs
@@ -233,6 +255,8 @@ public:
     std::unique_ptr<PcapWriter> pcap_;
     uint64_t pcap_flushed_ns_ = 0;   // progress flushes the trace file about once a second
     void trace_tx(const TxSlot& s, uint16_t ipv4_id);
+    // The ToS cmsg a packet needs: its ToS when the socket it leaves from has another, else -1.
+    int cmsg_tos(int tos, uint8_t sock) { return tos >= 0 && tos != tx_socket(sock).traffic_class() ? tos : -1; }
 
     // rx batch
     bool gro_ = false;

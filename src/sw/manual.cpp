@@ -39,6 +39,9 @@ Status DeviceImpl::connect_qp_manual(uint32_t qpn, const ManualPeer& mp) {
     qp->ack_psn = wire::psn_add(mp.rq_psn, wire::psn_mask);
     qp->state = QpState::rts;
     qp->last_heard_ns = now_ns();
+    // No class exchange with such a peer: data in the device's class, CNPs at its priority (tc.cpp).
+    if (cc_mode_ == cc::CcMode::dcqcn)
+        qp->cnp_sock = class_socket(cfg_.cnp_traffic_class, cfg_.priority);
     ROCE_DEBUG("qp 0x%x: connected by hand to %s qp 0x%x, sq_psn 0x%x rq_psn 0x%x mtu %u", qp->qpn,
                mp.addr.to_string().c_str(), mp.qpn, mp.sq_psn, mp.rq_psn, mtu);
     return Status::ok;

@@ -87,7 +87,9 @@ struct Qp {
     uint32_t dest_qpn = 0;
     uint32_t mtu = 4096;
     wire::IpContext tx_ip{};         // ICRC context of packets we send to the peer
-    int tos = -1;                    // negotiated ToS when it differs from the socket's (tc.cpp)
+    int tos = -1;                    // negotiated ToS when it differs from the device's (tc.cpp)
+    uint8_t tx_sock = 0;             // socket of its packets: 0 the device's, k its class socket k-1 (tc.cpp)
+    uint8_t cnp_sock = 0;            // socket of its CNPs (CNP ToS at the connection's priority)
 
     // CM (active side): REQ retransmission
     uint64_t cm_deadline_ns = 0;

@@ -2,7 +2,9 @@
 // REQ/REP (DeviceConfig::traffic_class and priority with their sources); both sides of a
 // connection then use gid::negotiate_traffic_class of the two, a symmetric function, so the
 // direction towards the side that did not configure a class is marked like the other one. A
-// connection whose ToS differs from the socket's sends it per packet (Qp::tos, datapath.cpp).
+// connection whose class (ToS and priority) differs from the device's sends from a class socket
+// (udp_socket.hpp: a sibling on the same address and port whose IP_TOS and SO_PRIORITY are the
+// class's), so the priority, and with it the PCP, holds in both directions too.
 #include "common/log.hpp"
 #include "gid/traffic_class.hpp"
 #include "sw/device_impl.hpp"
@@ -27,13 +29,49 @@ void DeviceImpl::cm_put_tc(cm::Msg& m) const {
     m.tc = gid::encode_tc_advert(local_class(cfg_));
 }
 
-void DeviceImpl::cm_take_tc(Qp& qp, const cm::Msg& m) const {
+uint8_t DeviceImpl::class_socket(uint8_t tos, uint8_t priority) {
+    if (tos == sock_.traffic_class() && priority == cfg_.priority)
+        return 0;
+    for (size_t i = 0; i < class_socks_.size(); ++i)
+        if (class_socks_[i]->traffic_class() == tos && class_socks_[i]->class_priority() == priority)
+            return uint8_t(i + 1);
+    if (class_socks_refused_)
+        return 0;
+    if (class_socks_.size() >= class_socks_max) {
+        // Logged once: from here on new classes leave from the device's socket (ToS per packet).
+        ROCE_WARN("%s: %zu traffic classes in use, no socket for ToS %u priority %u: its packets keep "
+                  "the device's priority %u", sock_.local().to_string().c_str(), class_socks_.size(),
+                  unsigned(tos), unsigned(priority), unsigned(cfg_.priority));
+        class_socks_refused_ = true;
+        return 0;
+    }
+    auto s = std::make_unique<UdpSocket>();
+    if (s->open_sibling(sock_, tos, priority) != Status::ok) {   // logged there
+        ROCE_WARN("%s: connections whose class differs from the device's keep its priority %u",
+                  sock_.local().to_string().c_str(), unsigned(cfg_.priority));
+        class_socks_refused_ = true;
+        return 0;
+    }
+    ROCE_DEBUG("%s: class socket %zu: ToS %u priority %u", sock_.local().to_string().c_str(),
+               class_socks_.size() + 1, unsigned(tos), unsigned(priority));
+    class_socks_.push_back(std::move(s));
+    return uint8_t(class_socks_.size());
+}
+
+void DeviceImpl::cm_take_tc(Qp& qp, const cm::Msg& m) {
     const gid::TrafficClass local = local_class(cfg_);
     std::optional<gid::TrafficClass> peer;
     if (m.has_tc)
         peer = gid::decode_tc_advert(m.tc);
+    // CNPs travel at the connection's priority (a lossless class must not pause them out of
+    // order) in their own ToS; only dcqcn sends them.
+    auto cnp_sock = [&](uint8_t priority) {
+        return cc_mode_ == cc::CcMode::dcqcn ? class_socket(cfg_.cnp_traffic_class, priority) : uint8_t(0);
+    };
     if (!peer) {
         qp.tos = -1;   // an older peer (no advert): our socket's class
+        qp.tx_sock = 0;
+        qp.cnp_sock = cnp_sock(cfg_.priority);
         return;
     }
     bool conflict = false;
@@ -42,7 +80,28 @@ void DeviceImpl::cm_take_tc(Qp& qp, const cm::Msg& m) const {
         ROCE_WARN("qp 0x%x: both sides configured a traffic class (ours %s, peer's %s): using %s", qp.qpn,
                   local.str().c_str(), peer->str().c_str(), t.str().c_str());
     qp.tos = t.tos == cfg_.traffic_class ? -1 : int(t.tos);
-    ROCE_DEBUG("qp 0x%x: traffic class %s", qp.qpn, t.str().c_str());
+    qp.tx_sock = class_socket(t.tos, t.priority);
+    qp.cnp_sock = cnp_sock(t.priority);
+    ROCE_DEBUG("qp 0x%x: traffic class %s (socket %u)", qp.qpn, t.str().c_str(), unsigned(qp.tx_sock));
+}
+
+TxClass qp_tx_class_for_test(Device& dev, uint32_t qpn) {
+    auto& d = dynamic_cast<DeviceImpl&>(dev);
+    std::lock_guard lk(d.mu_);
+    const Qp* qp = d.find_qp(qpn);
+    if (!qp)
+        return {};
+    UdpSocket& s = d.tx_socket(qp->tx_sock);
+    return {s.priority(), qp->tos >= 0 ? qp->tos : int(s.traffic_class()), s.fd()};
+}
+
+std::vector<int> socket_fds_for_test(Device& dev) {
+    auto& d = dynamic_cast<DeviceImpl&>(dev);
+    std::lock_guard lk(d.mu_);
+    std::vector<int> fds{d.sock_.fd()};
+    for (const auto& s : d.class_socks_)
+        fds.push_back(s->fd());
+    return fds;
 }
 
 } // namespace roce::sw

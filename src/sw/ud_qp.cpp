@@ -26,7 +26,7 @@ public:
             cfg_.mtu != 4096) {
             return Status::invalid_param;
         }
-        const Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class);
+        const Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.priority);
         if (s != Status::ok) {
             return s;
         }

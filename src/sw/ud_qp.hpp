@@ -16,6 +16,7 @@ struct UdQpConfig {
     uint32_t mtu = 4096;            // payload bytes per packet (IB MTU)
     uint32_t qkey = 0x1ee7a330;
     uint8_t traffic_class = 0;      // IP TOS / IPv6 traffic class of every packet
+    uint8_t priority = 0;           // SO_PRIORITY of every packet (the PCP behind a VLAN's egress-qos-map)
     FaultConfig faults;             // transmit-side fault injection (tests)
 };
 

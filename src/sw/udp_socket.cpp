@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <unistd.h>
@@ -76,7 +77,46 @@ UdpSocket::~UdpSocket() {
         ::close(fd_);
 }
 
-Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_class, bool want_gro) {
+namespace {
+
+// IPv4/IPv6 socket options common to a device's sockets: DF (the device sizes packets to the
+// path MTU itself), the ToS, then the priority. The order matters: on IPv4, IP_TOS also sets
+// sk_priority to rt_tos2priority(ToS) (2 for the default ToS 106), so SO_PRIORITY must follow.
+void set_class(int fd, int family, uint8_t traffic_class, uint8_t priority) {
+    int tc = traffic_class;
+    if (family == AF_INET) {
+        int pmtu = IP_PMTUDISC_DO;
+        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+        setsockopt(fd, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
+    } else {
+        int pmtu = IPV6_PMTUDISC_DO;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc));
+        int one = 1;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+    const int prio = priority;
+    if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)) != 0) {
+        // 7 needs CAP_NET_ADMIN (0..6 do not): the packets keep the kernel's priority.
+        int got = -1;
+        socklen_t l = sizeof(got);
+        getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &got, &l);
+        ROCE_ERROR("priority %d: setsockopt(SO_PRIORITY): %s%s; packets leave at priority %d", prio,
+                   strerror(errno), errno == EPERM ? " (priority 7 needs CAP_NET_ADMIN)" : "", got);
+    }
+}
+
+void set_buffers(int fd, int rcv, int snd) {
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &snd, sizeof(snd)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
+}
+
+} // namespace
+
+Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_class, uint8_t priority,
+                       bool want_gro) {
     WireAddr a{};
     if (inet_pton(AF_INET, ip.c_str(), a.ip) == 1)
         a.family = AF_INET;
@@ -91,28 +131,17 @@ Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_cla
         ROCE_ERROR("socket(): %s", strerror(errno));
         return Status::io_error;
     }
-    const int bufsz = 4 << 20;
-    if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bufsz, sizeof(bufsz)) != 0)
-        setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
-    if (setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &bufsz, sizeof(bufsz)) != 0)
-        setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
+    set_buffers(fd_, 4 << 20, 4 << 20);
     socklen_t sl = sizeof(rcvbuf_);
     getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_, &sl);
-    int tc = traffic_class;
-    if (fam == AF_INET) {
-        int pmtu = IP_PMTUDISC_DO;
-        setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-        setsockopt(fd_, IPPROTO_IP, IP_TOS, &tc, sizeof(tc));
-        int one = 1;   // each datagram's ToS as ancillary data: congestion control reads CE
+    set_class(fd_, fam, traffic_class, priority);
+    tc_ = traffic_class;
+    prio_ = priority;
+    int one = 1;   // each datagram's ToS as ancillary data: congestion control reads CE
+    if (fam == AF_INET)
         setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-    } else {
-        int pmtu = IPV6_PMTUDISC_DO;
-        setsockopt(fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-        setsockopt(fd_, IPPROTO_IPV6, IPV6_TCLASS, &tc, sizeof(tc));
-        int one = 1;
-        setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    else
         setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
-    }
     sockaddr_storage ss;
     socklen_t len = to_sockaddr(a, ss);
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
@@ -127,13 +156,67 @@ Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_cla
     {   // offloads: UDP_SEGMENT 0 = "no default segmentation", accepted only where GSO exists
         int zero = 0;
         gso_ = setsockopt(fd_, IPPROTO_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
-        int one = 1;
         gro_ = want_gro && setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
     }
     len = sizeof(ss);
     getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len);
     from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len, local_);
     return Status::ok;
+}
+
+// The main socket is bound without SO_REUSEPORT and gets it only here, after its bind: binding
+// port 0 (or a configured port) with SO_REUSEPORT could join another process's group of the same
+// user instead of failing or picking a free port. Siblings bind the main socket's port with
+// SO_REUSEPORT; the group then holds main first, and the classic BPF program "return 0" selects
+// socket 0 for every datagram (attached once the group exists, i.e. after the sibling's bind:
+// a datagram arriving in between may be hashed to the sibling and is lost, and retransmitted).
+Status UdpSocket::open_sibling(UdpSocket& main, uint8_t traffic_class, uint8_t priority) {
+    const int fam = main.local_.family;
+    int one = 1;
+    if (!main.shares_port_) {
+        if (setsockopt(main.fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+            ROCE_ERROR("setsockopt(SO_REUSEPORT) on %s: %s", main.local_.to_string().c_str(), strerror(errno));
+            return Status::unsupported;
+        }
+        main.shares_port_ = true;
+    }
+    fd_ = ::socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+        ROCE_ERROR("socket(): %s", strerror(errno));
+        return Status::io_error;
+    }
+    auto fail = [&](const char* what, Status st) {
+        ROCE_ERROR("second socket on %s (class %u/%u): %s: %s", main.local_.to_string().c_str(),
+                   unsigned(traffic_class), unsigned(priority), what, strerror(errno));
+        ::close(fd_);
+        fd_ = -1;
+        return st;
+    };
+    if (setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
+        return fail("SO_REUSEPORT", Status::unsupported);
+    set_buffers(fd_, 0, 4 << 20);   // receives nothing (the kernel rounds 0 up to its minimum)
+    set_class(fd_, fam, traffic_class, priority);
+    tc_ = traffic_class;
+    prio_ = priority;
+    sockaddr_storage ss;
+    const socklen_t len = to_sockaddr(main.local_, ss);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0)
+        return fail("bind", Status::unsupported);
+    sock_filter code[] = {{BPF_RET | BPF_K, 0, 0, 0}};   // every datagram to socket 0: main
+    sock_fprog prog{1, code};
+    if (setsockopt(fd_, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) != 0)
+        return fail("SO_ATTACH_REUSEPORT_CBPF", Status::unsupported);
+    int zero = 0;
+    gso_ = setsockopt(fd_, IPPROTO_UDP, UDP_SEGMENT, &zero, sizeof(zero)) == 0;
+    local_ = main.local_;
+    shares_port_ = true;
+    return Status::ok;
+}
+
+int UdpSocket::priority() const {
+    int p = -1;
+    socklen_t l = sizeof(p);
+    return getsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &p, &l) == 0 ? p : -1;
 }
 
 int UdpSocket::send_batch(mmsghdr* msgs, unsigned n) {

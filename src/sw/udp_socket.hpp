@@ -1,5 +1,13 @@
 // RAII UDP socket of one device: bound to the device address, unconnected, non-blocking,
 // batched send (sendmmsg) and receive (recvmmsg).
+//
+// The class of what a socket sends is the socket's: IP_TOS / IPV6_TCLASS and SO_PRIORITY (the
+// skb priority, which a VLAN netdev's egress-qos-map, or a NIC's priority-to-TC map, turns into
+// the 802.1p PCP that PFC acts on). A per-packet ToS (cmsg) cannot carry the priority: on IPv4 it
+// replaces the priority by rt_tos2priority(ToS), and a per-packet SO_PRIORITY cmsg only exists
+// since Linux 6.14. So a device sends each other class from a sibling socket bound to the same
+// address and port (SO_REUSEPORT), and a reuseport program steers every received datagram to
+// the first socket: peers see one address, the siblings only send.
 #pragma once
 
 #include <netinet/in.h>
@@ -26,12 +34,20 @@ public:
     UdpSocket& operator=(const UdpSocket&) = delete;
 
     // Binds to ip:port. no_device when the address is unparsable or not local.
-    Status open(const std::string& ip, uint16_t port, uint8_t traffic_class, bool want_gro = false);
+    Status open(const std::string& ip, uint16_t port, uint8_t traffic_class, uint8_t priority,
+                bool want_gro = false);
+    // A send-only socket on main's address and port with its own class (see above). unsupported
+    // when the kernel refuses to share the port or to steer (the caller then sends from main).
+    Status open_sibling(UdpSocket& main, uint8_t traffic_class, uint8_t priority);
     int fd() const { return fd_; }
     const WireAddr& local() const { return local_; }
     int rcvbuf_bytes() const { return rcvbuf_; }
     bool gso_supported() const { return gso_; }
     bool gro_enabled() const { return gro_; }
+    uint8_t traffic_class() const { return tc_; }
+    uint8_t class_priority() const { return prio_; }   // as asked for (priority(): as the kernel holds it)
+    // SO_PRIORITY as the kernel holds it (getsockopt; -1 on error).
+    int priority() const;
 
     // Returns datagrams sent (>= 0); stops at the first error (EAGAIN etc.).
     int send_batch(mmsghdr* msgs, unsigned n);
@@ -45,6 +61,9 @@ private:
     bool gso_ = false;
     bool gro_ = false;
     bool warned_msgsize_ = false;
+    bool shares_port_ = false;   // SO_REUSEPORT set (main socket: once a sibling exists)
+    uint8_t tc_ = 0;
+    uint8_t prio_ = 0;
 };
 
 } // namespace roce::sw

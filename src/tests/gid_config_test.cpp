@@ -136,6 +136,29 @@ TEST(GidConfig, FromEnvironment) {
     ::unsetenv("UCX_RC_ROCE_ROCE_VERSION");
 }
 
+// ud_roce has its own copy of the table (UCX_UD_ROCE_*): its settings are read from its own
+// variables, not rc_roce's, and its errors name them (a ud_roce user never set UCX_RC_ROCE_X).
+TEST(GidConfig, UdRoceReadsAndNamesItsOwnVariables) {
+    ::setenv("UCX_RC_ROCE_GID_NETDEV", "eth1", 1);
+    ::setenv("UCX_UD_ROCE_GID_NETDEV", "eth0.100", 1);
+    GidConfig c;
+    std::string err;
+    EXPECT_EQ(gid_config_from_env(c, err, "UCX_UD_ROCE_"), Status::ok) << err;
+    EXPECT_EQ(c.netdev, "eth0.100");
+    EXPECT_EQ(c.var_prefix, "UCX_UD_ROCE_");
+    EXPECT_EQ(check_gid_config(c, mlx5_port(), err), Status::invalid_param);
+    EXPECT_EQ(err.rfind("UCX_UD_ROCE_GID_NETDEV=eth0.100: no entry of mlx5_0 port 1 uses this netdev", 0), 0u) << err;
+    ::setenv("UCX_UD_ROCE_GID_INDEX", "3", 1);
+    EXPECT_EQ(gid_config_from_env(c, err, "UCX_UD_ROCE_"), Status::invalid_param);
+    EXPECT_EQ(err, "UCX_UD_ROCE_GID_NETDEV=eth0.100: cannot be combined with UCX_UD_ROCE_GID_INDEX=3; "
+                   "valid: auto when GID_INDEX is set");
+    EXPECT_EQ(gid_config_from_env(c, err), Status::ok) << "rc_roce's settings are separate: " << err;
+    EXPECT_EQ(c.netdev, "eth1");
+    ::unsetenv("UCX_RC_ROCE_GID_NETDEV");
+    ::unsetenv("UCX_UD_ROCE_GID_NETDEV");
+    ::unsetenv("UCX_UD_ROCE_GID_INDEX");
+}
+
 // ---------------------------------------------------------------- against a real table
 
 TEST(GidConfigPort, IndexOutOfRange) {

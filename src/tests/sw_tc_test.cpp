@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "gid/traffic_class.hpp"
 #include "sw/cm.hpp"
+#include "sw/device_impl.hpp"
 #include "sw/test_support.hpp"
 #include "sw/udp_socket.hpp"
 #include "wire/opcode.hpp"
@@ -256,4 +258,78 @@ TEST(SwTrafficClass, PeerWithoutAdvertKeepsOurClass) {
     Captured data;
     ASSERT_TRUE(peer.receive(dev, is_rc_send, data));
     EXPECT_EQ(data.tos, 0xb8);
+}
+
+namespace {
+
+int so_priority(int fd) {
+    int p = -1;
+    socklen_t l = sizeof(p);
+    return getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &p, &l) == 0 ? p : -1;
+}
+
+int queued_bytes(int fd) {
+    int n = -1;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
+} // namespace
+
+// The priority (PCP behind a VLAN's egress-qos-map) configured on one side only holds in both
+// directions: the other side sends the connection from a class socket whose SO_PRIORITY is the
+// peer's, on the same address and port (the peer accepts its packets as from us), and receives
+// everything on its own socket. The kernel's SO_PRIORITY is read back, not our bookkeeping.
+TEST(SwTrafficClass, PriorityConfiguredOnOneSideHoldsBothWays) {
+    DeviceConfig ca = builtin_class(), cb = builtin_class();
+    cb.priority = 5;
+    cb.priority_source = uint8_t(gid::TcSource::config);
+    sw::testing::Pair p;
+    ASSERT_TRUE(p.open(ca, cb));
+
+    const std::vector<int> a_fds = socket_fds_for_test(*p.a.dev), b_fds = socket_fds_for_test(*p.b.dev);
+    // IP_TOS 106 alone would leave sk_priority at rt_tos2priority(106) = 2: SO_PRIORITY follows it.
+    EXPECT_EQ(so_priority(a_fds[0]), 0) << "a's own socket: its builtin priority";
+    EXPECT_EQ(so_priority(b_fds[0]), 5) << "b's own socket: the configured priority";
+    ASSERT_EQ(a_fds.size(), 2u) << "a opened one class socket for the connection";
+    EXPECT_EQ(b_fds.size(), 1u) << "b's connection is in b's own class";
+    const TxClass ta = qp_tx_class_for_test(*p.a.dev, p.qa), tb = qp_tx_class_for_test(*p.b.dev, p.qb);
+    EXPECT_EQ(ta.priority, 5) << "a -> b at the priority b configured";
+    EXPECT_EQ(tb.priority, 5);
+    EXPECT_EQ(ta.tos, 106);
+    EXPECT_EQ(ta.fd, a_fds[1]);
+    EXPECT_EQ(tb.fd, b_fds[0]);
+
+    // Traffic both ways, verified: a's packets from its class socket must be taken as a's.
+    constexpr int n = 64;
+    for (int i = 0; i < n; ++i) {
+        std::vector<uint8_t> x = sw::testing::random_bytes(3000, uint32_t(i)), y = sw::testing::random_bytes(2000, uint32_t(1000 + i));
+        iovec ix{x.data(), x.size()}, iy{y.data(), y.size()};
+        const uint64_t id = uint64_t(i) + 1;   // 0 would ask for no completion
+        ASSERT_EQ(p.a.dev->post_send(p.qa, id, &ix, 1, nullptr), Status::ok);
+        ASSERT_EQ(p.b.dev->post_send(p.qb, id, &iy, 1, nullptr), Status::ok);
+        ASSERT_TRUE(sw::testing::run_until({&p.a, &p.b}, [&] { return p.a.find(id) && p.b.find(id); })) << "message " << i;
+    }
+    ASSERT_TRUE(sw::testing::run_until({&p.a, &p.b}, [&] { return p.a.msgs.size() == n && p.b.msgs.size() == n; }));
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(p.b.msgs[size_t(i)].data, sw::testing::random_bytes(3000, uint32_t(i)));
+        EXPECT_EQ(p.a.msgs[size_t(i)].data, sw::testing::random_bytes(2000, uint32_t(1000 + i)));
+    }
+    EXPECT_EQ(p.a.dev->stats().timeouts, 0u);
+    EXPECT_EQ(p.b.dev->stats().timeouts, 0u);
+    EXPECT_EQ(p.b.dev->stats().dropped_unknown_qp, 0u) << "b took a's class-socket packets as a's";
+
+    // Steering: datagrams to a's port from 32 source ports (32 different reuseport hashes) all
+    // reach a's own socket; its class socket receives nothing.
+    const uint64_t rx_before = p.a.dev->stats().rx_packets;
+    sockaddr_storage to;
+    const socklen_t tl = to_sockaddr(p.a.dev->address(), to);
+    for (int k = 0; k < 32; ++k) {
+        const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        const uint8_t junk[16] = {};
+        EXPECT_EQ(::sendto(fd, junk, sizeof(junk), 0, reinterpret_cast<sockaddr*>(&to), tl), ssize_t(sizeof(junk)));
+        ::close(fd);
+    }
+    EXPECT_TRUE(sw::testing::run_until({&p.a}, [&] { return p.a.dev->stats().rx_packets >= rx_before + 32; }, 2));
+    EXPECT_EQ(p.a.dev->stats().rx_packets - rx_before, 32u);
+    EXPECT_EQ(queued_bytes(a_fds[1]), 0);
 }

@@ -9,6 +9,8 @@
 #include <random>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include "sw/ud_qp.hpp"
 #include "ud/transport.hpp"
 
@@ -327,6 +329,23 @@ TEST(UdTransportSw, BadMtuAndAddressRejected) {
     EXPECT_EQ(sw::open_ud_qp(c, qp), Status::no_device);
     c.ip = "not-an-ip";
     EXPECT_EQ(sw::open_ud_qp(c, qp), Status::no_device);
+}
+
+// ud_roce's socket sends at the configured priority (the PCP behind a VLAN's egress-qos-map), read
+// back from the kernel: and at 0 by default, not at rt_tos2priority(ToS) = 2 that IP_TOS 106 alone
+// would leave.
+TEST(UdTransportSw, SocketPriorityIsTheConfiguredOne) {
+    for (const uint8_t prio : {uint8_t(0), uint8_t(4)}) {
+        sw::UdQpConfig c;
+        c.traffic_class = 106;
+        c.priority = prio;
+        std::unique_ptr<DatagramQp> qp;
+        ASSERT_EQ(sw::open_ud_qp(c, qp), Status::ok);
+        int got = -1;
+        socklen_t l = sizeof(got);
+        ASSERT_EQ(getsockopt(qp->event_fd(), SOL_SOCKET, SO_PRIORITY, &got, &l), 0);
+        EXPECT_EQ(got, int(prio));
+    }
 }
 
 } // namespace

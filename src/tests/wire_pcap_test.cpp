@@ -148,7 +148,7 @@ TEST(Pcap, VlanIpv4OptionsAndTrailer) {
     std::string err;
     ASSERT_EQ(read_pcap(std::string(ROCE_FIXTURE_DIR) + "/rc_send_64.pcap", src, err), Status::ok);
     const PcapFrame& s = src[1];   // an ACK: 20-byte UDP payload
-    std::vector<uint8_t> fr = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x81, 0x00, 0x20, 0x07, 0x08, 0x00};
+    std::vector<uint8_t> fr = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x81, 0x00, 0xa0, 0x07, 0x08, 0x00};   // PCP 5, VID 7
     auto ip = s.ip_header;
     ip[0] = 0x46;   // one 4-byte option word
     const uint16_t tot = uint16_t(24 + 8 + s.udp_payload.size());
@@ -163,6 +163,7 @@ TEST(Pcap, VlanIpv4OptionsAndTrailer) {
     ASSERT_EQ(parse_pcap(capture_of(fr), f, err), Status::ok) << err;
     ASSERT_EQ(f.size(), 1u);
     EXPECT_EQ(f[0].vlan_id, 7);
+    EXPECT_EQ(f[0].vlan_pcp, 5);
     EXPECT_EQ(f[0].ip_header.size(), 24u);
     EXPECT_EQ(f[0].udp_payload, s.udp_payload);
     EXPECT_EQ(f[0].ip.ipv4_id, s.ip.ipv4_id);

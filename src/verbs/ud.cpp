@@ -165,6 +165,7 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid) {
     a.grh.sgid_index = uint8_t(gid_.index);
     a.grh.hop_limit = cfg_.hop_limit;
     a.grh.traffic_class = cfg_.traffic_class;
+    a.sl = cfg_.priority;
     a.port_num = cfg_.port;
     AhPtr ah(ibv_create_ah(pd_->pd(), &a));
     if (!ah) {

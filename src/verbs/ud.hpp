@@ -31,6 +31,7 @@ struct UdConfig {
     uint32_t sq_depth = 256;
     uint32_t recv_buffers = 256;
     uint8_t traffic_class = 0;
+    uint8_t priority = 0;          // the address handles' SL (hardware RoCE NICs: the PCP; rxe ignores it)
     uint8_t hop_limit = 64;
 };
 

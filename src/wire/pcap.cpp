@@ -32,6 +32,7 @@ bool decode_frame(std::span<const uint8_t> f, PcapFrame& fr, std::string& why) {
     if (type == 0x8100) {
         if (f.size() < off + 4) { why = "802.1Q tag truncated"; return false; }
         fr.vlan_id = be::load16(&f[14]) & 0x0fff;
+        fr.vlan_pcp = uint8_t(f[14] >> 5);
         type = be::load16(&f[16]);
         off += 4;
     }

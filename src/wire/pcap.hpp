@@ -24,6 +24,7 @@ struct PcapFrame {
     uint8_t tos = 0;              // IPv4 TOS / IPv6 traffic class, as captured
     uint8_t ttl = 0;              // IPv4 TTL / IPv6 hop limit, as captured
     int vlan_id = -1;             // 802.1Q VID, -1 when untagged
+    uint8_t vlan_pcp = 0;         // 802.1Q priority code point (what PFC pauses by), when tagged
     uint16_t udp_checksum = 0;
     std::vector<uint8_t> ip_header;     // IPv4 (incl. options) / IPv6 fixed header, as captured
     std::vector<uint8_t> udp_header;    // 8 bytes, as captured

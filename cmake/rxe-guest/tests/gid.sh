@@ -19,15 +19,30 @@
 #   gid.tc.tag_lat     UCP tag_lat, server on rxeB with UCX_RC_ROCE_DSCP=46 (ToS 186 with ECT(0)),
 #                      client on rxeA with default settings (ToS 106), dumpcap on vA: every RC packet
 #                      in both directions must carry ToS 186 (`roce_doctor wire` summarises the capture)
+#   gid.tc.rxe_vlan    the same pair over VLAN 100 on vA/vB (identity egress-qos-map) with
+#                      UCX_RC_ROCE_PRIORITY=5 on the server: the PCP kernel rxe really sends, per
+#                      direction (measured; rxe ignores the QPs' SL, so 0 is expected)
+#   gid.pcp.setup      the userspace device's PCP: namespaces pcpA and pcpB joined by a veth pair (pA,
+#                      pB), VLAN 100 on each end (pA.100 192.168.101.1, pB.100 .2) whose egress-qos-map
+#                      is the identity (skb priority N -> PCP N)
+#   gid.pcp.tag_lat    UCP tag_lat over rc_roce on the userspace device (UCX_ROCE_NETNS), server on pB.100
+#                      with UCX_RC_ROCE_PRIORITY=5, client on pA.100 with default settings, dumpcap on the
+#                      lower netdev pA: every RC packet in both directions must be tagged VLAN 100 with
+#                      PCP 5 (`roce_doctor wire` prints vlan= pcp= per flow)
 #   gid.bad_settings   a GID index out of range, a netdev not in the table, RoCE v1: one-line errors
 #                      naming the setting and the valid choices
-# Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos.
+# Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos,
+# gid.tc.rxe_vlan.<direction>.pcp, gid.pcp.<direction>.pcp.
 
 GID_SCRIPT=$(realpath "${BASH_SOURCE[0]}")
 GID_DEV=${DEV:-rxe0}
 GID_VLAN_IP=192.168.100.15
 GID_A_IP=192.168.88.1
 GID_B_IP=192.168.88.2
+GID_VA_IP=192.168.89.1
+GID_VB_IP=192.168.89.2
+GID_PCP_A_IP=192.168.101.1
+GID_PCP_B_IP=192.168.101.2
 
 # gid_index_of <dev> <gid-suffix> [ndev]: the index of the RoCE v2 entry whose GID ends with the
 # suffix (and whose netdev is ndev), from sysfs; empty if none.
@@ -63,7 +78,7 @@ sgid_indexes() {
 
 gid_tc_setup() {
   set -e
-  modprobe veth
+  modprobe -a veth 8021q
   ip link add vA type veth peer name vB
   ip addr add $GID_A_IP/24 dev vA
   ip addr add $GID_B_IP/24 dev vB
@@ -75,8 +90,23 @@ gid_tc_setup() {
   ip rule add pref 11 iif lo to $GID_A_IP lookup 102
   ip route add $GID_B_IP dev vA src $GID_A_IP table 101
   ip route add $GID_A_IP dev vB src $GID_B_IP table 102
+  # VLAN 100 on both ends (identity egress-qos-map), routed the same way: what rxe's priority
+  # becomes on the wire.
+  local map="0:0 1:1 2:2 3:3 4:4 5:5 6:6 7:7"
+  # shellcheck disable=SC2086 # the map is several words
+  ip link add link vA name vA.100 type vlan id 100 egress-qos-map $map
+  # shellcheck disable=SC2086
+  ip link add link vB name vB.100 type vlan id 100 egress-qos-map $map
+  ip addr add $GID_VA_IP/24 dev vA.100
+  ip addr add $GID_VB_IP/24 dev vB.100
+  ip link set vA.100 up
+  ip link set vB.100 up
+  ip rule add pref 12 iif lo to $GID_VB_IP lookup 103
+  ip rule add pref 13 iif lo to $GID_VA_IP lookup 104
+  ip route add $GID_VB_IP dev vA.100 src $GID_VA_IP table 103
+  ip route add $GID_VA_IP dev vB.100 src $GID_VB_IP table 104
   local d
-  for d in all vA vB; do
+  for d in all vA vB vA.100 vB.100; do
     echo 1 > /proc/sys/net/ipv4/conf/$d/accept_local
     echo 0 > /proc/sys/net/ipv4/conf/$d/rp_filter
   done
@@ -85,13 +115,41 @@ gid_tc_setup() {
   set +e
   local i ga="" gb=""
   for ((i = 0; i < 100; i++)); do
-    ga=$(gid_index_of rxeA "$(gid_hex $GID_A_IP)") && gb=$(gid_index_of rxeB "$(gid_hex $GID_B_IP)") && break
+    ga=$(gid_index_of rxeA "$(gid_hex $GID_A_IP)") && gb=$(gid_index_of rxeB "$(gid_hex $GID_B_IP)") \
+      && gid_index_of rxeA "$(gid_hex $GID_VA_IP)" vA.100 > /dev/null \
+      && gid_index_of rxeB "$(gid_hex $GID_VB_IP)" vB.100 > /dev/null && break
     sleep 0.1
   done
   ip rule
   ip route get $GID_B_IP from $GID_A_IP
   echo "rxeA: $GID_A_IP at GID index ${ga:-none}; rxeB: $GID_B_IP at GID index ${gb:-none}"
   [ -n "$ga" ] && [ -n "$gb" ]
+}
+
+gid_pcp_setup() {
+  set -e
+  modprobe -a veth 8021q
+  ip netns add pcpA
+  ip netns add pcpB
+  ip link add pA netns pcpA type veth peer name pB netns pcpB
+  local ns end ip map="0:0 1:1 2:2 3:3 4:4 5:5 6:6 7:7"
+  for ns in pcpA pcpB; do
+    end=p${ns#pcp} ip=$GID_PCP_A_IP
+    [ "$ns" = pcpB ] && ip=$GID_PCP_B_IP
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set "$end" up
+    # shellcheck disable=SC2086 # the map is several words
+    ip -n "$ns" link add link "$end" name "$end.100" type vlan id 100 egress-qos-map $map
+    ip -n "$ns" addr add "$ip/24" dev "$end.100"
+    ip -n "$ns" link set "$end.100" up
+  done
+  ip -n pcpA -d link show pA.100
+  ip -n pcpB -d link show pB.100
+}
+
+gid_pcp_cleanup() {
+  ip netns del pcpA 2>/dev/null
+  ip netns del pcpB 2>/dev/null
 }
 
 # gid.sh bad-settings: each impossible setting must give a one-line error with the valid choices.
@@ -120,6 +178,8 @@ gid_tc_cleanup() {
   ip rule del pref 100 2>/dev/null
   ip rule del pref 10 2>/dev/null
   ip rule del pref 11 2>/dev/null
+  ip rule del pref 12 2>/dev/null
+  ip rule del pref 13 2>/dev/null
 }
 
 gid_group() {
@@ -207,8 +267,74 @@ gid_group() {
       [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
         || fail_step gid.tc.wire "RC packets not all in ToS $want both ways:${bad:- a direction is missing}"
     fi
+
+    # What kernel rxe makes of the priority: UCX_RC_ROCE_PRIORITY=5 on the server (the QPs' SL
+    # on both sides), over the VLAN netdevs. Measured, not asserted: rxe's source drops the SL and
+    # leaves the packets' priority 0 (PCP 0 behind the identity map). The step fails only when
+    # the traffic did not cross the VLAN tagged in both directions.
+    cap=$OUT/gid-tc-vlan.pcap
+    dumpcap -q -P -i vA -w "$cap" > "$LOGDIR/gid.tc.rxe_vlan.dumpcap" 2>&1 &
+    cpid=$!
+    for ((i = 0; i < 100; i++)); do [ -s "$cap" ] && break; nap 0.1; done
+    port=$((port + 1))
+    SRV=(env UCX_NET_DEVICES=rxeB:1 UCX_RC_ROCE_GID_NETDEV=vB.100 UCX_RC_ROCE_PRIORITY=5 "UCX_TLS=rc_roce,self"
+         ucx_perftest -p "$port")
+    CLI=(env UCX_NET_DEVICES=rxeA:1 UCX_RC_ROCE_GID_NETDEV=vA.100 "UCX_TLS=rc_roce,self" ucx_perftest -p "$port"
+         localhost -t tag_lat -n 300 -w 30)
+    pair gid.tc.rxe_vlan "$port"
+    nap 0.5
+    kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+    T=30 step gid.tc.rxe_vlan.wire "$doctor" wire "$cap"
+    if [ -s "$LOG" ]; then
+      local -a w; local fwd="" rev=""
+      while read -r -a w; do
+        [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = rc ] && [ "${w[9]:-}" = vlan=100 ] || continue
+        [ "${w[1]}" = $GID_VA_IP ] && fwd+="${w[10]#pcp=} "
+        [ "${w[1]}" = $GID_VB_IP ] && rev+="${w[10]#pcp=} "
+      done < "$LOG"
+      fwd=${fwd% } rev=${rev% }
+      say "rxe over VLAN 100 with priority 5 configured: PCP client->server '${fwd}', server->client '${rev}'"
+      result gid.tc.rxe_vlan.client_to_server.pcp "${fwd%% *}" pcp
+      result gid.tc.rxe_vlan.server_to_client.pcp "${rev%% *}" pcp
+      [ -n "$fwd" ] && [ -n "$rev" ] || fail_step gid.tc.rxe_vlan.wire "no VLAN-tagged RC packets in a direction"
+    fi
   fi
   gid_tc_cleanup
+
+  # ---- the userspace device's priority set on one side only: the PCP on the wire, both directions
+  if T=30 step gid.pcp.setup bash "$GID_SCRIPT" pcp-setup; then
+    local cap=$OUT/gid-pcp.pcap cpid prio=5
+    ip netns exec pcpA dumpcap -q -P -i pA -w "$cap" > "$LOGDIR/gid.pcp.dumpcap" 2>&1 &
+    cpid=$!
+    for ((i = 0; i < 100; i++)); do [ -s "$cap" ] && break; nap 0.1; done
+    port=$((port + 1))
+    SRV=(env UCX_ROCE_NETNS=pcpB UCX_NET_DEVICES=pB.100 "UCX_RC_ROCE_PRIORITY=$prio" "UCX_TLS=rc_roce,self"
+         ucx_perftest -p "$port")
+    CLI=(env UCX_ROCE_NETNS=pcpA UCX_NET_DEVICES=pA.100 "UCX_TLS=rc_roce,self" ucx_perftest -p "$port" localhost
+         -t tag_lat -n 1000 -w 100)
+    pair gid.pcp.tag_lat "$port" && perf_lat gid.pcp.tag_lat gid.pcp.tag_lat
+    nap 0.5
+    kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+    T=30 step gid.pcp.wire "$doctor" wire "$cap"
+    if [ -s "$LOG" ]; then
+      local -a w; local fwd="" rev="" bad="" n
+      # flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E vlan=V pcp=P
+      while read -r -a w; do
+        [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = rc ] || continue
+        n=${w[5]#packets=}
+        if [ "${w[9]:-}" != vlan=100 ] || [ "${w[10]:-}" != "pcp=$prio" ]; then
+          bad+=" ${w[1]}->${w[3]}:${w[9]:-untagged},${w[10]:-}(x$n)"; continue
+        fi
+        [ "${w[1]}" = $GID_PCP_A_IP ] && [ "$n" -ge 1000 ] && fwd=$prio
+        [ "${w[1]}" = $GID_PCP_B_IP ] && [ "$n" -ge 1000 ] && rev=$prio
+      done < "$LOG"
+      result gid.pcp.client_to_server.pcp "${fwd:--1}" pcp
+      result gid.pcp.server_to_client.pcp "${rev:--1}" pcp
+      [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
+        || fail_step gid.pcp.wire "RC packets not all VLAN 100 PCP $prio both ways (>= 1000 each):${bad:- a direction is missing or short}"
+    fi
+  fi
+  gid_pcp_cleanup
 
   # ---- impossible settings: one line naming the setting and the valid choices
   T=60 step gid.bad_settings bash "$GID_SCRIPT" bad-settings && while IFS= read -r line; do say "  $line"; done < "$LOG"
@@ -221,6 +347,8 @@ gid_group() {
 # Modes of the script itself (steps run commands, not shell functions).
 if [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = tc-setup ]; then
   gid_tc_setup; exit
+elif [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = pcp-setup ]; then
+  gid_pcp_setup; exit
 elif [ "${BASH_SOURCE[0]}" = "$0" ] && [ "${1:-}" = bad-settings ]; then
   gid_bad_settings; exit
 elif [ "${BASH_SOURCE[0]}" = "$0" ]; then
