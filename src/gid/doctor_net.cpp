@@ -95,12 +95,6 @@ std::optional<gid::IpAddr> resolve_host(const std::string& host, std::string& er
     return a.ip();
 }
 
-uint64_t now_ns() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
-
 namespace {
 
 Status sys_error(const std::string& what, std::string& err) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "common/clock.hpp"
 #include "common/rc_device.hpp"
 #include "common/status.hpp"
 #include "gid/ip.hpp"
@@ -56,7 +57,6 @@ WireAddr wire_addr(const gid::IpAddr& ip, uint16_t port);
 // Host name or address literal -> first address (numeric literals need no resolver).
 std::optional<gid::IpAddr> resolve_host(const std::string& host, std::string& err);
 
-uint64_t now_ns();
 
 // Non-blocking connect bounded by timeout_ms; `src` (optional) is bound first. Errors:
 // unreachable (refused, no route: err says which), timeout, io_error.

@@ -16,12 +16,6 @@
 
 namespace roce::sw {
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out) {
     auto pdi = std::dynamic_pointer_cast<PdImpl>(pd);
     if (!pdi)

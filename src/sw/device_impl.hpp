@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "sw/cm.hpp"
 #include "sw/device.hpp"
 #include "sw/fault.hpp"
@@ -44,7 +45,6 @@ inline constexpr uint16_t max_plausible_ipv4_id = 64;
 inline constexpr uint8_t wire_ecn_ce = 0x3;                 // ECN field (ToS bits 1..0) "congestion experienced"
 inline constexpr uint64_t max_rto_ns = 1'000'000'000;   // the doubled retransmission timeout stops here
 
-uint64_t now_ns();
 // ICRC change of a UDP payload of this length when its IPv4 ID goes from 0 to `id` (GSO).
 uint32_t icrc_gso_delta_for_test(size_t udp_payload_len, uint16_t id);
 // Tests: SO_PRIORITY and ToS of the socket the QP's packets leave from ({-1, -1}: no such QP),

@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "common/log.hpp"
 #include "sw/fault.hpp"
 #include "sw/udp_socket.hpp"
@@ -168,7 +169,7 @@ private:
         }
         if (d.delay) {   // sent by flush_held once due: late, behind later packets
             ++st_.faults_delayed;
-            delayed_.push_back({now() + uint64_t(cfg_.faults.delay_us) * 1000,
+            delayed_.push_back({now_ns() + uint64_t(cfg_.faults.delay_us) * 1000,
                                 std::vector<uint8_t>(tx_buf_.begin(), tx_buf_.begin() + ptrdiff_t(n)), ss, sl});
             return Status::ok;
         }
@@ -202,18 +203,12 @@ private:
             has_held_ = false;
             transmit(held_.data(), held_.size(), held_sa_, held_sl_);
         }
-        const uint64_t t = delayed_.empty() ? 0 : now();
+        const uint64_t t = delayed_.empty() ? 0 : now_ns();
         while (!delayed_.empty() && delayed_.front().due_ns <= t) {
             Delayed& d = delayed_.front();
             transmit(d.bytes.data(), d.bytes.size(), d.sa, d.sl);
             delayed_.pop_front();
         }
-    }
-
-    static uint64_t now() {
-        timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
     }
 
     UdQpConfig cfg_;

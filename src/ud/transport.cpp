@@ -75,12 +75,6 @@ void Transport::arm() {
     qp_->arm();
 }
 
-uint64_t Transport::now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
-
 Transport::PeerId Transport::peer(const UdAddr& addr) {
     std::lock_guard lk(mu_);
     auto it = by_addr_.find(addr);

@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "ud/datagram.hpp"
 #include "ud/receiver.hpp"
 #include "ud/sender.hpp"
@@ -143,7 +144,6 @@ private:
     unsigned receive(uint64_t now);
     void thread_main();
     void takeover();
-    static uint64_t now_ns();
 
     struct Deferred {
         PeerId peer;

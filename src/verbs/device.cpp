@@ -56,12 +56,6 @@ bool set_nonblock(int fd) {
 }
 } // namespace
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out) {
     if (cfg.mtu != 256 && cfg.mtu != 512 && cfg.mtu != 1024 && cfg.mtu != 2048 && cfg.mtu != 4096)
         return Status::invalid_param;

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "cc/qp_cc.hpp"
 #include "verbs/device.hpp"
 #include "gid/traffic_class.hpp"
@@ -268,6 +269,5 @@ public:
     std::atomic<bool> stop_{false};
 };
 
-uint64_t now_ns();
 
 } // namespace roce::verbs
