@@ -62,33 +62,28 @@ bad_gid_settings)
   # Every impossible GID / traffic-class setting is refused at iface open with one line naming the
   # setting, the value and the valid choices (gid::config_error), never a crash or a silent default.
   # ud_roce has its own copy of the settings (UCX_UD_ROCE_*): its errors name those.
+  # refused <tl> <UCX_VAR=value>: iface open fails with one line naming it and the valid choices.
+  refused() {
+    local tl=$1 kv=$2 out rc line
+    out=$(env "$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t "$tl" 2>&1)
+    rc=$?
+    [ $rc -ne 124 ] || fail "$tl $kv: hung"
+    case $rc in 134|135|136|139) fail "$tl $kv: crashed (rc=$rc)" ;; esac
+    line=$(grep -m1 -F "$kv: " <<<"$out") || fail "$tl $kv: no error naming ${kv%%=*}: $out"
+    grep -q '; valid: ' <<<"$line" || fail "$tl $kv: the error does not list the valid choices: $line"
+    grep -q 'failed to open interface' <<<"$out" || fail "$tl $kv: the iface opened anyway"
+    echo "  $tl $kv -> ${line#*ERROR }"
+  }
   for tl in rc_roce ud_roce; do
-    var=UCX_${tl^^}_
     for kv in ADDR_FAMILY=ipx GID_INDEX=99 GID_NETDEV=nosuchdev0 DSCP=64 TRAFFIC_CLASS=256 ECN=maybe \
               PRIORITY=8 ROCE_VERSION=1 SUBNETS=10.0.0.0/40 REACHABILITY=far CNP_DSCP=70; do
-      name=${kv%%=*} value=${kv#*=}
-      out=$(env "$var$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t $tl 2>&1)
-      rc=$?
-      [ $rc -ne 124 ] || fail "$tl $kv: hung"
-      case $rc in 134|135|136|139) fail "$tl $kv: crashed (rc=$rc)" ;; esac
-      line=$(grep -m1 -F "$var$name=$value: " <<<"$out") || fail "$tl $kv: no error naming $var$name: $out"
-      grep -q '; valid: ' <<<"$line" || fail "$tl $kv: the error does not list the valid choices: $line"
-      grep -q 'failed to open interface' <<<"$out" || fail "$tl $kv: the iface opened anyway"
-      echo "  $tl $kv -> ${line#*ERROR }"
+      refused "$tl" "UCX_${tl^^}_$kv"
     done
   done
   # Congestion control: ud_roce has no dcqcn (no CNPs); unknown modes of either transport.
-  for tkv in ud_roce:UD_ROCE_CC=dcqcn ud_roce:UD_ROCE_CC=fast rc_roce:RC_ROCE_CC=fast; do
-    tl=${tkv%%:*} kv=${tkv#*:}
-    out=$(env "UCX_$kv" UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t "$tl" 2>&1)
-    rc=$?
-    [ $rc -ne 124 ] || fail "$kv: hung"
-    case $rc in 134|135|136|139) fail "$kv: crashed (rc=$rc)" ;; esac
-    line=$(grep -m1 -F "UCX_$kv: " <<<"$out") || fail "$kv: no error naming the setting: $out"
-    grep -q '; valid: ' <<<"$line" || fail "$kv: the error does not list the valid choices: $line"
-    grep -q 'failed to open interface' <<<"$out" || fail "$kv: the iface opened anyway"
-    echo "  $kv -> ${line#*ERROR }"
-  done
+  refused ud_roce UCX_UD_ROCE_CC=dcqcn
+  refused ud_roce UCX_UD_ROCE_CC=fast
+  refused rc_roce UCX_RC_ROCE_CC=fast
   ;;
 device_filter)
   # The device lists apply each transport's own GID settings, read as iface open reads them: from
