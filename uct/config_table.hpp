@@ -84,6 +84,12 @@
       "Receiver-not-ready retries before a QP fails; 7 means infinite, as in InfiniBand.")     \
     X(ack_coalesce, unsigned, "ACK_COALESCE", "16", UINT,                                      \
       "The responder acknowledges at most every N packets (and on AckReq or when idle).")      \
+    X(ack_delay, double, "ACK_DELAY", "50us", TIME,                                            \
+      "Userspace device: SENDs nobody waits for (UCX's short/bcopy active messages) go "       \
+      "without AckReq and the peer acknowledges them at most this late (coalesced), so a "     \
+      "ping-pong puts one datagram per message on the wire instead of two; 0 asks for an ACK " \
+      "on every message. At most a quarter of TIMEOUT. Not under CC=delay (its RTT samples) "  \
+      "nor towards hand-connected peers (rxe and NICs acknowledge only AckReq packets).")      \
     X(max_recv_msg, size_t, "MAX_RECV_MSG", "128k", MEMUNITS,                                   \
       "Largest SEND message the responder reassembles. Bounds the active-message sizes "       \
       "(max_bcopy/max_zcopy) and the bcopy PUT/GET sizes.")                                    \

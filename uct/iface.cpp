@@ -367,6 +367,7 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.peer_timeout_ms = static_cast<uint32_t>(std::max(0.0, c.peer_timeout * 1e3));
     dc.rnr_retry = c.rnr_retry;
     dc.ack_coalesce = c.ack_coalesce;
+    dc.ack_delay_us = static_cast<uint32_t>(std::clamp(c.ack_delay * 1e6, 0.0, 1e6));
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
     dc.recv_queue_len = c.rx_queue_len;
     dc.progress_thread = c.progress_thread != 0;

@@ -78,6 +78,8 @@ public:
     virtual Status dereg_mr(uint32_t lkey) = 0;
 };
 
+inline constexpr uint64_t wr_id_lazy = uint64_t{1} << 63;   // see RcDevice's work requests
+
 class RcDevice {
 public:
     virtual ~RcDevice() = default;
@@ -115,8 +117,11 @@ public:
     virtual QpState qp_state(uint32_t qpn) const = 0;
 
     // --- work requests. wr_id == 0: no completion is reported (the op still counts for
-    // outstanding()). All return no_resource when the send queue is full, invalid_param for an
-    // unknown QP or one never connected, canceled (and no completion) on a QP in error.
+    // outstanding()). A wr_id with wr_id_lazy set tells the device nobody waits for this
+    // completion (the caller only counts it off), so it may come late: the userspace device lets
+    // the peer acknowledge such SENDs with a delayed ACK instead of one per message. All return
+    // no_resource when the send queue is full, invalid_param for an unknown QP or one never
+    // connected, canceled (and no completion) on a QP in error.
     // SEND: the iovecs are copied before return (bcopy semantics).
     virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                              const uint32_t* imm = nullptr) = 0;

@@ -76,7 +76,8 @@ void made_progress(Qp& qp, const DeviceConfig& cfg, uint64_t now, uint32_t acked
         }
     }
     qp.cur_timeout_ns = std::clamp<uint64_t>(uint64_t(qp.srtt_ns + 4 * qp.rttvar_ns),
-                                             uint64_t(cfg.retransmit_timeout_us) * 1000, 1000000000ull);
+                                             std::min(uint64_t(cfg.retransmit_timeout_us) * 1000, max_rto_ns),
+                                             max_rto_ns);
     const bool busy = !qp.sq.empty() && qp.sq.front().psn_assigned;
     qp.timer_deadline_ns = busy ? now + qp.cur_timeout_ns : 0;
 }

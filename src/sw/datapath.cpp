@@ -350,7 +350,10 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
 void DeviceImpl::flush_acks() {
     for (uint32_t q : ack_list_) {
         Qp* qp = find_qp(q);
-        if (qp && qp->ack_pending && qp->state == QpState::rts)
+        if (!qp)
+            continue;
+        qp->ack_listed = false;
+        if (qp->ack_pending && qp->state == QpState::rts)
             send_ack(*qp, wire::aeth_ack_syndrome, qp->ack_psn);
     }
     ack_list_.clear();
@@ -367,6 +370,11 @@ void DeviceImpl::run_timers(uint64_t now) {
     std::vector<Qp*> fire;
     for (auto& [q, p] : qps_) {
         Qp& qp = *p;
+        if (qp.ack_deadline_ns && now >= qp.ack_deadline_ns) {
+            qp.ack_deadline_ns = 0;
+            if (qp.ack_pending && qp.state == QpState::rts)
+                send_ack(qp, wire::aeth_ack_syndrome, qp.ack_psn);
+        }
         if (qp.state == QpState::rts && qp.timer_deadline_ns && now >= qp.timer_deadline_ns)
             fire.push_back(&qp);
     }
@@ -422,6 +430,7 @@ void DeviceImpl::run_timers(uint64_t now) {
         consider(c.deadline_ns);
     for (auto& [q, p] : qps_) {
         consider(p->timer_deadline_ns);
+        consider(p->ack_deadline_ns);
         consider(p->rnr_wait_until_ns);
         consider(p->cc_wake_ns);
         if (p->state == QpState::connecting)
@@ -432,6 +441,7 @@ void DeviceImpl::run_timers(uint64_t now) {
 
 unsigned DeviceImpl::progress_locked(bool owner) {
     const unsigned before = new_events_;
+    posts_since_progress_ = 0;
     for (int round = 0; round < 16; ++round) {
         const int n = sock_.recv_batch(rx_msgs_.data(), rx_n_);
         for (int i = 0; i < n; ++i) {

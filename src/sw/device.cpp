@@ -25,6 +25,12 @@ Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique
     if (cfg.sq_depth == 0 || cfg.max_rd_atomic == 0 || cfg.ack_coalesce == 0 ||
         cfg.retransmit_timeout_us == 0 || cfg.recv_queue_len == 0)
         return Status::invalid_param;
+    // A delayed ACK must come well before the requester's retransmission timer gives up on it.
+    if (uint64_t(cfg.ack_delay_us) * 4000 > std::min<uint64_t>(uint64_t(cfg.retransmit_timeout_us) * 1000, max_rto_ns)) {
+        ROCE_ERROR("ACK delay %u us must be at most a quarter of the retransmission timeout (%u us)",
+                   cfg.ack_delay_us, cfg.retransmit_timeout_us);
+        return Status::invalid_param;
+    }
     auto dev = std::make_unique<DeviceImpl>(cfg, std::move(pdi));
     const Status s = dev->init();
     if (s != Status::ok)
@@ -323,6 +329,7 @@ Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, siz
     Wr w;
     w.wr_id = wr_id;
     w.op = OpKind::send;
+    w.lazy = (wr_id & wr_id_lazy) != 0;
     size_t total = 0;
     for (size_t i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
@@ -461,15 +468,17 @@ size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, 
     // post flushes ACK and reply in one sendmmsg — one system call less on the critical path of
     // every ping-pong. The next progress() flushes them too; if the owner does neither, the
     // progress thread wakes at the deadline below (well inside any retransmission timeout).
-    if (tx_n_ > 0 && !cfg_.progress_thread) {
+    if (tx_n_ > 0 && !cfg_.progress_thread)
         tx_flush();   // nobody else would send them
-    } else if (tx_n_ > 0) {
-        const uint64_t deadline = now_ns() + uint64_t(cfg_.idle_takeover_us) * 1000;
-        const uint64_t next = next_timer_ns_.load(std::memory_order_relaxed);
-        if (!next || deadline < next)
-            next_timer_ns_.store(deadline, std::memory_order_relaxed);
-    }
+    else if (tx_n_ > 0)
+        wake_thread_by(now_ns() + uint64_t(cfg_.idle_takeover_us) * 1000);
     return n;
+}
+
+void DeviceImpl::wake_thread_by(uint64_t deadline) {
+    const uint64_t next = next_timer_ns_.load(std::memory_order_relaxed);
+    if (!next || deadline < next)
+        next_timer_ns_.store(deadline, std::memory_order_relaxed);
 }
 
 unsigned DeviceImpl::progress() {
@@ -477,7 +486,7 @@ unsigned DeviceImpl::progress() {
     last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
     const unsigned pending_from_thread = new_events_;
     new_events_ = 0;
-    tx_flush();   // anything held back by the previous call
+    tx_flush();   // anything held back by the previous call or posted since
     const unsigned n = progress_locked(true) + pending_from_thread;
     last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
     return n;

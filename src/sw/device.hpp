@@ -71,6 +71,11 @@ struct DeviceConfig {
     uint32_t peer_timeout_ms = 5000;   // ... and only once nothing came from the peer for this long
     uint32_t rnr_retry = 7;            // 7 = infinite, as in IB
     uint32_t ack_coalesce = 16;        // ACK at most every N packets (plus on AckReq / idle)
+    // Packets without AckReq are acknowledged at the latest this long after they arrived (a
+    // delayed ACK). The requester leaves AckReq off only the SENDs nobody waits for (wr_id_lazy):
+    // an MPI ping-pong then puts one datagram per message on the wire instead of two. 0: every
+    // SEND asks for an ACK.
+    uint32_t ack_delay_us = 50;
     uint32_t max_recv_msg = 65536;     // largest SEND message the responder reassembles
     uint32_t recv_queue_len = 1024;    // undelivered messages before the responder sends RNR NAK
     uint8_t traffic_class = 0;         // whole IP TOS / IPv6 traffic class byte

@@ -122,12 +122,15 @@ public:
     };
     std::deque<DelayedTx> delayed_;
     void send_delayed(uint64_t now);
+    // The background thread, when it serves the device, wakes by `deadline` at the latest.
+    void wake_thread_by(uint64_t deadline);
     // Builds and queues one packet to the QP's peer.
     void emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload);
 
     // requester (requester.cpp)
     Status post_wr(uint32_t qpn, Wr&& wr);
     void req_progress(Qp& qp, uint64_t now);
+    bool lazy_ack_ok(const Qp& qp) const;
     void goback(Qp& qp, uint32_t psn, bool force, uint64_t now);
     void goback_head(Qp& qp, uint64_t now);
     // completer (completer.cpp)
@@ -137,6 +140,9 @@ public:
     // responder (responder.cpp)
     void resp_packet(Qp& qp, const wire::Packet& pkt);
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    // Accepted packets (or a duplicate) want an ACK: at the end of the receive batch (prompt:
+    // the packet asked for it) or by the delayed-ACK deadline.
+    void want_ack(Qp& qp, bool prompt);
     void count_nak(Qp& qp, uint8_t syndrome, bool sent);   // device and QP counters, by type
     // congestion control (congestion.cpp)
     cc::CcMode resolve_cc_mode() const;   // cfg_.cc.mode for this device (auto: off on loopback)
@@ -243,6 +249,10 @@ public:
     std::vector<iovec> tx_iov_;
     bool in_flush_ = false;
     bool tx_has_data_ = false;   // queued packets other than ACKs
+    // Work requests posted since the owner's last progress(): the first goes out at once (a
+    // ping-pong's reply), later ones wait for the next progress() or a full batch, so a burst
+    // of small messages costs one sendmmsg per batch instead of one system call per message.
+    unsigned posts_since_progress_ = 0;
     bool gso_ = false;
     struct alignas(8) CmsgBuf {
         uint8_t b[64];

@@ -34,6 +34,7 @@ struct Wr {
     uint32_t npkts = 1;              // PSNs the operation consumes (READ: response packets)
     uint32_t first_psn = 0;
     bool psn_assigned = false;
+    bool lazy = false;               // a SEND whose completion nobody waits for (wr_id_lazy)
     uint32_t resp_pkts = 0;          // READ responses / atomic ACKs received in order
 
     bool is_rd_atomic() const {
@@ -134,7 +135,9 @@ struct Qp {
     uint32_t epsn = 0;               // expected PSN
     uint32_t msn = 0;
     bool nak_sent = false;           // one NAK per gap
-    bool ack_pending = false;        // accepted SEND/WRITE packets not yet acknowledged
+    bool ack_pending = false;        // accepted SEND/WRITE packets (or a duplicate) not yet acknowledged
+    bool ack_listed = false;         // in ack_list_: acknowledged at the end of the receive batch
+    uint64_t ack_deadline_ns = 0;    // delayed ACK of packets without AckReq (0: none due)
     uint32_t ack_psn = 0;            // PSN of the last accepted SEND/WRITE packet (what ACKs say)
     uint32_t pkts_since_ack = 0;
     enum class InOp : uint8_t { none, send, write } in_op = InOp::none;

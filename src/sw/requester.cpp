@@ -37,7 +37,10 @@ Status DeviceImpl::post_wr(uint32_t qpn, Wr&& w) {
     qp->sq.push_back(std::move(w));
     if (qp->state == QpState::rts) {
         req_progress(*qp, now_ns());
-        tx_flush();
+        if (posts_since_progress_++ == 0 || !cfg_.progress_thread)
+            tx_flush();
+        else
+            wake_thread_by(now_ns() + uint64_t(cfg_.idle_takeover_us) * 1000);
     }
     return Status::ok;
 }
@@ -83,6 +86,15 @@ uint8_t write_opcode(uint32_t idx, uint32_t n) {
 }
 
 } // namespace
+
+// Whether the LAST/ONLY packet of a lazy SEND may go without AckReq, leaving its ACK to the
+// responder's delayed ACK. Not to a peer connected by hand: rxe and RDMA NICs acknowledge only
+// AckReq packets. Not under delay control: its RTT samples would measure the ACK delay. Not
+// when the send queue fills up: the WRs wait for their ACK to free their slots.
+bool DeviceImpl::lazy_ack_ok(const Qp& qp) const {
+    return cfg_.ack_delay_us > 0 && !qp.manual && !(qp.cc && qp.cc->mode() == cc::CcMode::delay) &&
+           qp.sq.size() < cfg_.sq_depth / 2;
+}
 
 void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
     if (qp.state != QpState::rts)
@@ -135,7 +147,8 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
             }
             pkt.imm = w.imm;
             const uint32_t ackreq_every = std::clamp<uint32_t>(uint32_t(qp.cwnd) / 2, 1, 64);
-            pkt.bth.ack_req = last || ++qp.since_ackreq >= ackreq_every;
+            const bool lazy_last = last && w.lazy && lazy_ack_ok(qp);
+            pkt.bth.ack_req = (last && !lazy_last) || ++qp.since_ackreq >= ackreq_every;
             if (pkt.bth.ack_req)
                 qp.since_ackreq = 0;
             emit(qp, pkt, std::span<const uint8_t>(n ? w.src + off : nullptr, n));

@@ -27,8 +27,21 @@ void DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     if (wire::aeth_kind(syndrome) == wire::AethKind::ack) {
         qp.ack_pending = false;
         qp.pkts_since_ack = 0;
+        qp.ack_deadline_ns = 0;
     } else {
         count_nak(qp, syndrome, true);
+    }
+}
+
+void DeviceImpl::want_ack(Qp& qp, bool prompt) {
+    qp.ack_pending = true;
+    if (prompt || cfg_.ack_delay_us == 0) {
+        if (!qp.ack_listed) {
+            qp.ack_listed = true;
+            ack_list_.push_back(qp.qpn);
+        }
+    } else if (qp.ack_deadline_ns == 0) {
+        qp.ack_deadline_ns = now_ns() + uint64_t(cfg_.ack_delay_us) * 1000;
     }
 }
 
@@ -78,13 +91,10 @@ struct Resp {
         qp.epsn = wire::psn_add(qp.epsn, 1);
         qp.nak_sent = false;
         ++qp.pkts_since_ack;
-        if (!qp.ack_pending) {
-            qp.ack_pending = true;
-            dev.ack_list_.push_back(qp.qpn);
-        }
         if (qp.pkts_since_ack >= dev.cfg_.ack_coalesce)
             dev.send_ack(qp, wire::aeth_ack_syndrome, qp.ack_psn);
-        (void)pkt;
+        else
+            dev.want_ack(qp, pkt.bth.ack_req);
     }
 
     void remember(uint32_t psn, uint32_t npkts, bool atomic, uint64_t orig) {
@@ -163,10 +173,7 @@ struct Resp {
             return;
         }
         // SEND/WRITE: acknowledge again (coalesced to the end of the receive batch).
-        if (!qp.ack_pending) {
-            qp.ack_pending = true;
-            dev.ack_list_.push_back(qp.qpn);
-        }
+        dev.want_ack(qp, true);
     }
 
     void atomic_ack(uint32_t psn, uint64_t orig) {
