@@ -134,3 +134,30 @@ TEST(SwDelayedAck, DelayBeyondTheRetransmissionTimeoutIsRefused) {
     c.ack_delay_us = 500;
     EXPECT_EQ(h.open(c), Status::ok);
 }
+
+// Posts after the first since the owner's last progress() wait for the next progress() (one
+// sendmmsg for the burst); the first goes out at once, so a ping-pong reply is never held.
+TEST(SwPostBatching, FirstPostLeavesAtOnceTheRestWithTheNextProgress) {
+    Pair p;
+    DeviceConfig c = cfg_delay(50);
+    c.idle_takeover_us = 2000000;   // 2 s: the background thread stays out of this test
+    ASSERT_TRUE(p.open(c, c));
+    spin(p, 5);
+    const DeviceStats a0 = p.a.dev->stats();
+    for (int i = 0; i < 10; ++i)
+        ASSERT_TRUE(send8(p.a, p.qa, wr_id_lazy | uint64_t(i + 1), uint64_t(i)));
+    EXPECT_EQ(p.a.dev->stats().tx_packets - a0.tx_packets, 1u) << "the first post is sent at once";
+    p.a.drive_progress = false;
+    ASSERT_TRUE(run_until({&p.b}, [&] { return p.b.msgs.size() == 1; }, 1.0));
+    spin(p, 20);   // b only: a holds the other nine until it progresses
+    EXPECT_EQ(p.b.msgs.size(), 1u);
+    p.a.drive_progress = true;
+    ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.b.msgs.size() == 10; }, 1.0));
+    const DeviceStats a1 = p.a.dev->stats();
+    EXPECT_GE(a1.gso_sends - a0.gso_sends, 1u) << "the nine equal packets left as one GSO send";
+    for (int i = 0; i < 10; ++i) {
+        uint64_t v = 0;
+        std::memcpy(&v, p.b.msgs[size_t(i)].data.data(), 8);
+        EXPECT_EQ(v, uint64_t(i));
+    }
+}
