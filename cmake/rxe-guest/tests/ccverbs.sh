@@ -18,6 +18,8 @@
 #                      window costs where nothing is congested (why auto is off on RDMA devices)
 # Results: ccverbs.<mode>.{goodput_mbps,goodput_pct,drops,queue_p95_bytes,rxe_retries,held},
 # ccverbs.uncongested.<mode>.bw_4MiB.
+# shellcheck source=netpair.sh
+source "$(dirname "${BASH_SOURCE[0]}")/netpair.sh"
 CCV_SCRIPT=$(realpath "${BASH_SOURCE[0]}")
 CCV_A=192.168.89.1
 CCV_B=192.168.89.2
@@ -33,17 +35,7 @@ ccverbs_setup() {
   ip addr add $CCV_B/24 dev vD
   ip link set vC up
   ip link set vD up
-  ip rule add pref 100 lookup local
-  ip rule del pref 0
-  ip rule add pref 12 iif lo to $CCV_B lookup 103
-  ip rule add pref 13 iif lo to $CCV_A lookup 104
-  ip route add $CCV_B dev vC src $CCV_A table 103
-  ip route add $CCV_A dev vD src $CCV_B table 104
-  local d
-  for d in all vC vD; do
-    echo 1 > /proc/sys/net/ipv4/conf/$d/accept_local
-    echo 0 > /proc/sys/net/ipv4/conf/$d/rp_filter
-  done
+  local_route_pair vC $CCV_A vD $CCV_B 12 103
   rdma link add rxeC type rxe netdev vC
   rdma link add rxeD type rxe netdev vD
   tc qdisc add dev vC root tbf rate "${CCV_RATE_MBIT}mbit" burst 16kb limit "$CCV_LIMIT"
@@ -60,11 +52,8 @@ ccverbs_teardown() {
   rdma link delete rxeC 2>/dev/null
   rdma link delete rxeD 2>/dev/null
   ip link del vC 2>/dev/null
-  ip rule add pref 0 lookup local 2>/dev/null
-  ip rule del pref 100 2>/dev/null
-  ip rule del pref 12 2>/dev/null
-  ip rule del pref 13 2>/dev/null
-  return 0
+  local_table_restore
+  local_route_pair_del 12
 }
 
 ccverbs_tbf() {   # ccverbs_tbf <word>: the number after "<word> " in vC's tbf statistics

@@ -270,7 +270,9 @@ cc_group() {
   FAB_TL=ud_roce fabric_incast delay
   why=""
   [ "$FAB_QP95" -lt "$ud_off_q" ] || why+="ud_roce delay queued ${FAB_QP95} B (p95), off ${ud_off_q} B; "
-  [ "$FAB_DROPS" -le "$ud_off_drops" ] || why+="ud_roce delay dropped ${FAB_DROPS}, off ${ud_off_drops}; "
+  # Drops: no more than off's, give or take a handful (both ~0 in quiet runs: 4 vs 3 is noise).
+  [ "$FAB_DROPS" -le $(( ud_off_drops + ud_off_drops / 10 + 10 )) ] ||
+    why+="ud_roce delay dropped ${FAB_DROPS}, off ${ud_off_drops}; "
   if [ -z "$why" ]; then
     PASSED+=(cc.ud.contrast); printf 'rxe-step name=cc.ud.contrast status=pass\n' | tee -a "$RESULTS"
   else

@@ -34,6 +34,8 @@
 # Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos,
 # gid.tc.rxe_vlan.<direction>.pcp, gid.pcp.<direction>.pcp.
 
+# shellcheck source=netpair.sh
+source "$(dirname "${BASH_SOURCE[0]}")/netpair.sh"
 GID_SCRIPT=$(realpath "${BASH_SOURCE[0]}")
 GID_DEV=${DEV:-rxe0}
 GID_VLAN_IP=192.168.100.15
@@ -84,12 +86,7 @@ gid_tc_setup() {
   ip addr add $GID_B_IP/24 dev vB
   ip link set vA up
   ip link set vB up
-  ip rule add pref 100 lookup local
-  ip rule del pref 0
-  ip rule add pref 10 iif lo to $GID_B_IP lookup 101
-  ip rule add pref 11 iif lo to $GID_A_IP lookup 102
-  ip route add $GID_B_IP dev vA src $GID_A_IP table 101
-  ip route add $GID_A_IP dev vB src $GID_B_IP table 102
+  local_route_pair vA $GID_A_IP vB $GID_B_IP 10 101
   # VLAN 100 on both ends (identity egress-qos-map), routed the same way: what rxe's priority
   # becomes on the wire.
   local map="0:0 1:1 2:2 3:3 4:4 5:5 6:6 7:7"
@@ -101,15 +98,7 @@ gid_tc_setup() {
   ip addr add $GID_VB_IP/24 dev vB.100
   ip link set vA.100 up
   ip link set vB.100 up
-  ip rule add pref 12 iif lo to $GID_VB_IP lookup 103
-  ip rule add pref 13 iif lo to $GID_VA_IP lookup 104
-  ip route add $GID_VB_IP dev vA.100 src $GID_VA_IP table 103
-  ip route add $GID_VA_IP dev vB.100 src $GID_VB_IP table 104
-  local d
-  for d in all vA vB vA.100 vB.100; do
-    echo 1 > /proc/sys/net/ipv4/conf/$d/accept_local
-    echo 0 > /proc/sys/net/ipv4/conf/$d/rp_filter
-  done
+  local_route_pair vA.100 $GID_VA_IP vB.100 $GID_VB_IP 12 103
   rdma link add rxeA type rxe netdev vA
   rdma link add rxeB type rxe netdev vB
   set +e
@@ -174,12 +163,8 @@ gid_tc_cleanup() {
   rdma link delete rxeA 2>/dev/null
   rdma link delete rxeB 2>/dev/null
   ip link del vA 2>/dev/null
-  ip rule add pref 0 lookup local 2>/dev/null
-  ip rule del pref 100 2>/dev/null
-  ip rule del pref 10 2>/dev/null
-  ip rule del pref 11 2>/dev/null
-  ip rule del pref 12 2>/dev/null
-  ip rule del pref 13 2>/dev/null
+  local_table_restore
+  local_route_pair_del 10 12
 }
 
 gid_group() {
