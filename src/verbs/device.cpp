@@ -549,7 +549,7 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     ++q.n_posted;
     q.posted_since_progress = true;
     r.signaled = sig;
-    cc_posted(q, r, now_ns());
+    cc_posted(q, r, cc_now());
     if (sig) {
         ++q.signaled_inflight;
         q.unsignaled_run = 0;
@@ -599,7 +599,7 @@ Status DeviceImpl::submit(VQp& q, WrRec&& rec) {
     }
     // Goes out now unless the connection is not up yet, WRs wait ahead of it (held by congestion
     // control, or the pieces above) or the window holds this one.
-    const bool held = q.state != QpState::rts || q.n_posted < q.sq.size() || !cc_may_post(q, rec, now_ns());
+    const bool held = q.state != QpState::rts || q.n_posted < q.sq.size() || !cc_may_post(q, rec);
     if (held && (rec.wr.send_flags & IBV_SEND_INLINE)) {
         // An inline WR points at the caller's buffer, valid only during this call: copy it now
         // (measured: held inline AM headers posted later were garbage to UCP -> crashes).
@@ -638,9 +638,8 @@ Status DeviceImpl::stage_inline(WrRec& r) {
 }
 
 void DeviceImpl::post_pending(VQp& q) {
-    const uint64_t now = q.n_posted < q.sq.size() ? now_ns() : 0;
     while (q.n_posted < q.sq.size()) {
-        if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted], now))
+        if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted]))
             return;
         if (!post_hw(q, q.sq[q.n_posted])) {
             fail_qp(q, Status::io_error);
@@ -816,7 +815,7 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
         return;   // a QP destroyed since (its WRs were completed as canceled then)
     const uint64_t seq = wc.wr_id & seq_mask;
     const Status st = status_of(wc.status);
-    const uint64_t now = now_ns();
+    const uint64_t now = cc_now();
     while (!q->sq.empty() && q->sq.front().posted && q->sq.front().seq <= seq) {
         WrRec r = std::move(q->sq.front());
         q->sq.pop_front();
