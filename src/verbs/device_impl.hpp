@@ -13,6 +13,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -74,6 +75,49 @@ struct WrRec {
     uint64_t post_ns = 0;        // when it went to the HCA (a signaled CQE is an RTT sample)
 };
 
+// A QP's FIFO of work requests (VQp::sq). std::deque kept one WrRec (~300 bytes) per 512-byte
+// node, so every post allocated a node and every completion freed one, on the path between the
+// caller's post and the doorbell. The ring keeps its slots: it starts empty (an idle QP costs
+// nothing), doubles when full and never shrinks; a slot is reset when its element leaves, so
+// nothing it owned (registrations, buffers) outlives the work request.
+template <typename T>
+class Ring {
+public:
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    T& operator[](size_t i) { return buf_[(head_ + i) & (cap_ - 1)]; }
+    T& front() { return (*this)[0]; }
+    T& back() { return (*this)[n_ - 1]; }
+    void push_back(T&& v) {
+        if (n_ == cap_)
+            grow();
+        (*this)[n_] = std::move(v);
+        ++n_;
+    }
+    void pop_front() {
+        front() = T();
+        head_ = (head_ + 1) & (cap_ - 1);
+        --n_;
+    }
+    void pop_back() {
+        back() = T();
+        --n_;
+    }
+
+private:
+    void grow() {
+        const size_t cap = cap_ ? 2 * cap_ : 8;
+        std::unique_ptr<T[]> buf(new T[cap]);
+        for (size_t i = 0; i < n_; ++i)
+            buf[i] = std::move((*this)[i]);
+        buf_ = std::move(buf);
+        cap_ = cap;
+        head_ = 0;
+    }
+    std::unique_ptr<T[]> buf_;
+    size_t cap_ = 0, head_ = 0, n_ = 0;   // cap_: 0 or a power of two
+};
+
 // What we posted to and received from the peer on one QP (the NIC's own per-QP counters are not
 // exposed by verbs; its port counters are, see DeviceImpl::counters). posted_bytes: SEND/WRITE
 // payload and READ lengths asked for. One list for fields, sums and names.
@@ -103,7 +147,7 @@ struct VQp {
     WireAddr peer{};
     uint32_t dest_qpn = 0;       // the peer's QPN once known (RTR)
     uint64_t connect_deadline_ns = 0;
-    std::deque<WrRec> sq;        // posted ones first, then pending ones
+    Ring<WrRec> sq;              // posted ones first, then pending ones
     size_t n_posted = 0;
     size_t n_internal = 0;
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
