@@ -83,7 +83,7 @@ void DeviceImpl::cc_init(VQp& q) {
     q.cc.emplace(cfg_.cc, cc_mode_, line_rate_bps_, cfg_.mtu);
 }
 
-bool DeviceImpl::cc_may_post(VQp& q, WrRec& r, uint64_t) {
+bool DeviceImpl::cc_may_post(VQp& q, WrRec& r) {
     if (!q.cc)
         return true;
     bool ok = true;

@@ -162,6 +162,10 @@ Status DeviceImpl::init() {
         bounce_free_.push_back(int(i));
     for (uint32_t i = 0; i < cfg_.recv_buffers; ++i)
         repost_recv(i);
+    // At most an eighth of the buffers wait for a batch, so the SRQ stays nearly full (a few
+    // buffers: one at a time, as before).
+    repost_batch_ = std::clamp<uint32_t>(cfg_.recv_buffers / 8, 1, 16);
+    repost_.reserve(repost_batch_);
 
     notify_fd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
@@ -285,6 +289,31 @@ void DeviceImpl::notify() {
     (void)!write(notify_fd_.get(), &one, sizeof(one));
 }
 
+void DeviceImpl::flush_reposts() {
+    constexpr size_t chain = 16;
+    ibv_sge sge[chain];
+    ibv_recv_wr wr[chain];
+    for (size_t done = 0; done < repost_.size();) {
+        const size_t n = std::min(chain, repost_.size() - done);
+        for (size_t i = 0; i < n; ++i) {
+            const uint32_t idx = repost_[done + i];
+            sge[i] = {reinterpret_cast<uintptr_t>(recv_buf_.get() + size_t(idx) * cfg_.max_recv_msg),
+                      cfg_.max_recv_msg, recv_mr_->lkey};
+            wr[i] = {};
+            wr[i].wr_id = idx;
+            wr[i].sg_list = &sge[i];
+            wr[i].num_sge = 1;
+            wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+        }
+        ibv_recv_wr* bad = nullptr;
+        if (const int rc = ibv_post_srq_recv(srq_.get(), wr, &bad); rc != 0)
+            ROCE_ERROR("verbs: %s: ibv_post_srq_recv failed: %s (receive buffers are lost)",
+                       cfg_.dev_name.c_str(), std::strerror(rc));
+        done += n;
+    }
+    repost_.clear();
+}
+
 void DeviceImpl::repost_recv(uint32_t idx) {
     ibv_sge sge{reinterpret_cast<uintptr_t>(recv_buf_.get() + size_t(idx) * cfg_.max_recv_msg),
                 cfg_.max_recv_msg, recv_mr_->lkey};
@@ -373,6 +402,7 @@ void DeviceImpl::finish(VQp& q, WrRec& r, Status st) {
     r.temp_buf.reset();
     if (!r.internal && r.wr_id != 0) {
         cq_.push_back(Completion{r.wr_id, q.qpn, r.op, st});
+        cq_len_.store(cq_.size(), std::memory_order_release);
         ++events_;
     }
 }
@@ -549,7 +579,7 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     ++q.n_posted;
     q.posted_since_progress = true;
     r.signaled = sig;
-    cc_posted(q, r, now_ns());
+    cc_posted(q, r, cc_now());
     if (sig) {
         ++q.signaled_inflight;
         q.unsignaled_run = 0;
@@ -599,7 +629,7 @@ Status DeviceImpl::submit(VQp& q, WrRec&& rec) {
     }
     // Goes out now unless the connection is not up yet, WRs wait ahead of it (held by congestion
     // control, or the pieces above) or the window holds this one.
-    const bool held = q.state != QpState::rts || q.n_posted < q.sq.size() || !cc_may_post(q, rec, now_ns());
+    const bool held = q.state != QpState::rts || q.n_posted < q.sq.size() || !cc_may_post(q, rec);
     if (held && (rec.wr.send_flags & IBV_SEND_INLINE)) {
         // An inline WR points at the caller's buffer, valid only during this call: copy it now
         // (measured: held inline AM headers posted later were garbage to UCP -> crashes).
@@ -638,9 +668,8 @@ Status DeviceImpl::stage_inline(WrRec& r) {
 }
 
 void DeviceImpl::post_pending(VQp& q) {
-    const uint64_t now = q.n_posted < q.sq.size() ? now_ns() : 0;
     while (q.n_posted < q.sq.size()) {
-        if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted], now))
+        if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted]))
             return;
         if (!post_hw(q, q.sq[q.n_posted])) {
             fail_qp(q, Status::io_error);
@@ -816,7 +845,7 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
         return;   // a QP destroyed since (its WRs were completed as canceled then)
     const uint64_t seq = wc.wr_id & seq_mask;
     const Status st = status_of(wc.status);
-    const uint64_t now = now_ns();
+    const uint64_t now = cc_now();
     while (!q->sq.empty() && q->sq.front().posted && q->sq.front().seq <= seq) {
         WrRec r = std::move(q->sq.front());
         q->sq.pop_front();
@@ -873,6 +902,7 @@ unsigned DeviceImpl::poll_cqs() {
             }
             const bool imm = wc[i].wc_flags & IBV_WC_WITH_IMM;
             rq_.push_back({idx, wc[i].byte_len, wc[i].qp_num, imm, imm ? ntohl(wc[i].imm_data) : 0});
+            rq_len_.store(rq_.size(), std::memory_order_release);
             ++st_.recv_messages;
             if (VQp* q = find_qp(wc[i].qp_num)) {
                 ++q->st.recv_messages;
@@ -886,7 +916,9 @@ unsigned DeviceImpl::poll_cqs() {
 
 unsigned DeviceImpl::progress() {
     std::lock_guard lk(mu_);
-    if (notified_.exchange(false, std::memory_order_acquire)) {
+    if (repost_.size() >= repost_batch_)
+        flush_reposts();
+    if (notified_.load(std::memory_order_relaxed) && notified_.exchange(false, std::memory_order_acquire)) {
         uint64_t v;
         (void)!read(notify_fd_.get(), &v, sizeof(v));
     }
@@ -933,7 +965,7 @@ unsigned DeviceImpl::progress() {
     }
     // Arm for event_fd, then poll again: a completion that raced the arm is not lost.
     bool again = false;
-    if (arm_requested_.exchange(false, std::memory_order_relaxed)) {
+    if (arm_requested_.load(std::memory_order_relaxed) && arm_requested_.exchange(false, std::memory_order_relaxed)) {
         if (!send_armed_)
             again |= send_armed_ = ibv_req_notify_cq(send_cq_.get(), 0) == 0;
         if (!recv_armed_)
@@ -947,25 +979,38 @@ unsigned DeviceImpl::progress() {
 }
 
 size_t DeviceImpl::poll_completions(Completion* out, size_t max) {
+    if (cq_len_.load(std::memory_order_acquire) == 0)
+        return 0;
     std::lock_guard lk(mu_);
     size_t n = 0;
     while (n < max && !cq_.empty()) {
         out[n++] = cq_.front();
         cq_.pop_front();
     }
+    cq_len_.store(cq_.size(), std::memory_order_release);
     return n;
 }
 
 size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) {
+    if (rq_len_.load(std::memory_order_acquire) == 0)
+        return 0;
     std::lock_guard lk(mu_);
     size_t n = 0;
     while (n < max && !rq_.empty()) {
         const RecvEntry e = rq_.front();
         rq_.pop_front();
+        rq_len_.store(rq_.size(), std::memory_order_release);
+        // The buffer goes back once fn is done with it (also when fn throws): at once with
+        // batches of one, else with the next batch (progress()).
         struct Repost {
             DeviceImpl* d;
             uint32_t idx;
-            ~Repost() { d->repost_recv(idx); }
+            ~Repost() {
+                if (d->repost_batch_ == 1)
+                    d->repost_recv(idx);
+                else
+                    d->repost_.push_back(idx);
+            }
         } repost{this, e.idx};
         RecvMessage m{e.qpn, recv_buf_.get() + size_t(e.idx) * cfg_.max_recv_msg, e.len, e.has_imm, e.imm};
         ++n;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -74,6 +75,49 @@ struct WrRec {
     uint64_t post_ns = 0;        // when it went to the HCA (a signaled CQE is an RTT sample)
 };
 
+// A QP's FIFO of work requests (VQp::sq). std::deque kept one WrRec (~300 bytes) per 512-byte
+// node, so every post allocated a node and every completion freed one, on the path between the
+// caller's post and the doorbell. The ring keeps its slots: it starts empty (an idle QP costs
+// nothing), doubles when full and never shrinks; a slot is reset when its element leaves, so
+// nothing it owned (registrations, buffers) outlives the work request.
+template <typename T>
+class Ring {
+public:
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    T& operator[](size_t i) { return buf_[(head_ + i) & (cap_ - 1)]; }
+    T& front() { return (*this)[0]; }
+    T& back() { return (*this)[n_ - 1]; }
+    void push_back(T&& v) {
+        if (n_ == cap_)
+            grow();
+        (*this)[n_] = std::move(v);
+        ++n_;
+    }
+    void pop_front() {
+        front() = T();
+        head_ = (head_ + 1) & (cap_ - 1);
+        --n_;
+    }
+    void pop_back() {
+        back() = T();
+        --n_;
+    }
+
+private:
+    void grow() {
+        const size_t cap = cap_ ? 2 * cap_ : 8;
+        std::unique_ptr<T[]> buf(new T[cap]);
+        for (size_t i = 0; i < n_; ++i)
+            buf[i] = std::move((*this)[i]);
+        buf_ = std::move(buf);
+        cap_ = cap;
+        head_ = 0;
+    }
+    std::unique_ptr<T[]> buf_;
+    size_t cap_ = 0, head_ = 0, n_ = 0;   // cap_: 0 or a power of two
+};
+
 // What we posted to and received from the peer on one QP (the NIC's own per-QP counters are not
 // exposed by verbs; its port counters are, see DeviceImpl::counters). posted_bytes: SEND/WRITE
 // payload and READ lengths asked for. One list for fields, sums and names.
@@ -103,7 +147,7 @@ struct VQp {
     WireAddr peer{};
     uint32_t dest_qpn = 0;       // the peer's QPN once known (RTR)
     uint64_t connect_deadline_ns = 0;
-    std::deque<WrRec> sq;        // posted ones first, then pending ones
+    Ring<WrRec> sq;              // posted ones first, then pending ones
     size_t n_posted = 0;
     size_t n_internal = 0;
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
@@ -185,11 +229,17 @@ public:
     void handle_send_wc(const ibv_wc& wc);
     void notify();
     void repost_recv(uint32_t idx);
+    void flush_reposts();                  // repost_ as one chain on the SRQ
 
     // congestion.cpp
     cc::CcMode resolve_cc_mode() const;
     void cc_init(VQp& q);
-    bool cc_may_post(VQp& q, WrRec& r, uint64_t now);   // false: keep it pending (counted)
+    bool cc_may_post(VQp& q, WrRec& r);   // false: keep it pending (counted)
+    // The time for cc_posted/cc_completed: only delay mode's RTT samples use it, so the other
+    // modes read no clock per work request. Measured in the rxe guest (QEMU TCG, clocksource
+    // hpet: every clock_gettime is a system call plus an emulated HPET read): three reads per
+    // ping-pong iteration were part of rc_roce's latency gap to rc_verbs.
+    uint64_t cc_now() const { return cc_mode_ == cc::CcMode::delay ? now_ns() : 0; }
     void cc_posted(VQp& q, WrRec& r, uint64_t now);
     void cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now);
     bool cc_wants_signal(const VQp& q, const WrRec& r) const;
@@ -252,6 +302,16 @@ public:
         uint32_t imm;
     };
     std::deque<RecvEntry> rq_;
+    // Sizes of cq_ and rq_ for the owner's poll_completions/poll_recv, read without mu_: a busy-
+    // polling owner calls them after every progress(), and most calls find nothing (measured
+    // in the rxe guest: the mutex was ~17% of an idle rc_roce poll loop, three round trips per
+    // iteration). A completion the CM thread queues meanwhile is found by the next call.
+    std::atomic<size_t> cq_len_{0}, rq_len_{0};
+    // Receive buffers the owner is done with, reposted by the next progress() as one chain of
+    // repost_batch_ (UCX's rc_verbs also posts receives in batches of 16): off the path between
+    // a message and the reply its handler triggers, one SRQ lock per batch instead of per message.
+    std::vector<uint32_t> repost_;
+    uint32_t repost_batch_ = 1;
     uint64_t events_ = 0;          // completions + messages produced (also by the CM thread)
     uint64_t events_reported_ = 0; // ... of which progress() has reported
     bool send_armed_ = false, recv_armed_ = false;
