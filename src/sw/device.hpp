@@ -93,7 +93,7 @@ struct DeviceConfig {
     cc::CcConfig cc;
     double line_rate_bps = 100e9;      // the pacer's ceiling and DCQCN's initial rate (netdev speed)
     bool progress_thread = true;       // passive-target progress (see above)
-    uint32_t idle_takeover_us = 1000;
+    uint32_t idle_takeover_us = 500;
     FaultConfig faults;
     // Kernel offloads: UDP GSO on transmit (runs of equal-size packets to one peer go out as one
     // UDP_SEGMENT send; each segment's ICRC is computed for the IPv4 ID the kernel gives it:
