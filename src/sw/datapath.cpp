@@ -501,6 +501,8 @@ unsigned DeviceImpl::progress_locked(bool owner) {
         tx_flush();   // more to receive: do not hold packets back
     }
     const uint64_t now = now_ns();
+    if (owner)   // the same reading: every clock read is on the busy-poll path
+        last_owner_ns_.store(now, std::memory_order_relaxed);
     send_delayed(now);
     run_timers(now);
     if (pcap_ && now - pcap_flushed_ns_ > 1000000000) {   // the trace readable while the job runs

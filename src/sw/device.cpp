@@ -487,9 +487,7 @@ unsigned DeviceImpl::progress() {
     const unsigned pending_from_thread = new_events_;
     new_events_ = 0;
     tx_flush();   // anything held back by the previous call or posted since
-    const unsigned n = progress_locked(true) + pending_from_thread;
-    last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
-    return n;
+    return progress_locked(true) + pending_from_thread;   // it stamps last_owner_ns_ again
 }
 
 void DeviceImpl::thread_main() {
