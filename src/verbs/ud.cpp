@@ -1,6 +1,7 @@
 #include "verbs/ud.hpp"
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -65,6 +66,9 @@ private:
         uint32_t imm;
     };
     std::deque<Rx> rq_;
+    // Sizes of comps_ and rq_, read without the lock: the busy-poll loop asks for completions and
+    // messages every iteration, and a mutex costs atomics that are slow in an emulated guest.
+    std::atomic<size_t> comps_len_{0}, rq_len_{0};
     uint64_t events_ = 0;
 };
 
@@ -246,12 +250,14 @@ unsigned UdQpImpl::progress() {
                 const bool has_imm = w.wc_flags & IBV_WC_WITH_IMM;
                 rq_.push_back({idx, uint32_t(w.byte_len - grh_bytes), w.src_qp, has_imm,
                                has_imm ? ntohl(w.imm_data) : 0});
+                rq_len_.store(rq_.size(), std::memory_order_release);
                 ++events_;
             } else {
                 const uint32_t slot = uint32_t(w.wr_id);
                 if (slot_wr_id_[slot] != 0) {
                     comps_.push_back({slot_wr_id_[slot], qp_->qp_num, OpKind::send,
                                       w.status == IBV_WC_SUCCESS ? Status::ok : Status::io_error});
+                    comps_len_.store(comps_.size(), std::memory_order_release);
                     ++events_;
                 }
                 free_slots_.push_back(slot);
@@ -262,21 +268,27 @@ unsigned UdQpImpl::progress() {
 }
 
 size_t UdQpImpl::poll_completions(Completion* out, size_t max) {
+    if (comps_len_.load(std::memory_order_acquire) == 0)
+        return 0;   // filled only by progress(), on this same thread or under the lock
     std::lock_guard lk(mu_);
     size_t n = 0;
     while (n < max && !comps_.empty()) {
         out[n++] = comps_.front();
         comps_.pop_front();
     }
+    comps_len_.store(comps_.size(), std::memory_order_release);
     return n;
 }
 
 size_t UdQpImpl::poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) {
+    if (rq_len_.load(std::memory_order_acquire) == 0)
+        return 0;
     std::lock_guard lk(mu_);
     size_t n = 0;
     while (n < max && !rq_.empty()) {
         const Rx r = rq_.front();
         rq_.pop_front();
+        rq_len_.store(rq_.size(), std::memory_order_release);
         struct Repost {
             UdQpImpl* q;
             uint32_t idx;
