@@ -94,8 +94,9 @@ rm -rf "$out"; mkdir -p "$out" || { log "cannot create $out"; exit 1; }
   printf 'ROCE_JOB_SCRIPT=%q\n' "$script"
   printf 'ROCE_JOB_ARGS=('; [ $# = 0 ] || printf '%q ' "$@"; printf ')\n'
   printf 'export ROCE_RXE_OUT=/rxe-out\n'
+  # ROCE_*/UCX_*/OMPI_* for the tests, AB_* for abperf.sh (rounds, the builds compared)
   for var in $(compgen -e); do
-    case $var in ROCE_JOB_*|ROCE_RXE_OUT) ;; ROCE_*|UCX_*|OMPI_*) printf 'export %s=%q\n' "$var" "${!var}" ;; esac
+    case $var in ROCE_JOB_*|ROCE_RXE_OUT) ;; ROCE_*|UCX_*|OMPI_*|AB_*) printf 'export %s=%q\n' "$var" "${!var}" ;; esac
   done
 } > "$out/job.env"
 
