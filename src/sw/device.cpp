@@ -468,14 +468,17 @@ size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, 
     // post flushes ACK and reply in one sendmmsg — one system call less on the critical path of
     // every ping-pong. The next progress() flushes them too; if the owner does neither, the
     // progress thread wakes at the deadline below (well inside any retransmission timeout).
-    if (tx_n_ > 0 && !cfg_.progress_thread)
-        tx_flush();   // nobody else would send them
-    else if (tx_n_ > 0)
-        wake_thread_by(now_ns() + uint64_t(cfg_.idle_takeover_us) * 1000);
+    if (tx_n_ > 0)
+        hold_tx(now_ns());
     return n;
 }
 
-void DeviceImpl::wake_thread_by(uint64_t deadline) {
+void DeviceImpl::hold_tx(uint64_t now) {
+    if (!cfg_.progress_thread) {
+        tx_flush();   // nobody else would send them
+        return;
+    }
+    const uint64_t deadline = now + uint64_t(cfg_.idle_takeover_us) * 1000;
     const uint64_t next = next_timer_ns_.load(std::memory_order_relaxed);
     if (!next || deadline < next)
         next_timer_ns_.store(deadline, std::memory_order_relaxed);

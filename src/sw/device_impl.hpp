@@ -122,8 +122,9 @@ public:
     };
     std::deque<DelayedTx> delayed_;
     void send_delayed(uint64_t now);
-    // The background thread, when it serves the device, wakes by `deadline` at the latest.
-    void wake_thread_by(uint64_t deadline);
+    // Leaves queued packets for the owner's next progress(): the background thread, when it
+    // serves the device, sends them within IDLE_TAKEOVER; without a thread they go now.
+    void hold_tx(uint64_t now);
     // Builds and queues one packet to the QP's peer.
     void emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload);
 

@@ -36,11 +36,12 @@ Status DeviceImpl::post_wr(uint32_t qpn, Wr&& w) {
         return Status::invalid_param;
     qp->sq.push_back(std::move(w));
     if (qp->state == QpState::rts) {
-        req_progress(*qp, now_ns());
-        if (posts_since_progress_++ == 0 || !cfg_.progress_thread)
+        const uint64_t now = now_ns();
+        req_progress(*qp, now);
+        if (posts_since_progress_++ == 0)
             tx_flush();
         else
-            wake_thread_by(now_ns() + uint64_t(cfg_.idle_takeover_us) * 1000);
+            hold_tx(now);
     }
     return Status::ok;
 }
