@@ -363,7 +363,7 @@ void DeviceImpl::run_timers(uint64_t now) {
     // If this device has not run for a while (owner descheduled or computing), an expired
     // timer says nothing about the peer: give ACKs waiting in its queues one grace period
     // before retransmitting (once per timeout, so rare callers still detect dead peers).
-    const uint64_t gap = last_timer_ns_ ? now - last_timer_ns_ : 0;
+    const uint64_t gap = last_timer_ns_ ? elapsed_ns(now, last_timer_ns_) : 0;
     last_timer_ns_ = now;
     const bool were_away = gap > 1000000;
     cm_timers(now);

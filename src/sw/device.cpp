@@ -498,10 +498,10 @@ void DeviceImpl::thread_main() {
     while (!stop_.load()) {
         const uint64_t now = now_ns();
         const uint64_t last = last_owner_ns_.load(std::memory_order_relaxed);
-        if (now - last < idle_ns) {
+        if (elapsed_ns(now, last) < idle_ns) {
             // The owner is progressing: sleep until it might have gone idle.
             pollfd p{stop_fd_, POLLIN, 0};
-            const uint64_t wait_ns = idle_ns - (now - last);
+            const uint64_t wait_ns = idle_ns - elapsed_ns(now, last);
             timespec ts{time_t(wait_ns / 1000000000ull), long(wait_ns % 1000000000ull)};
             ppoll(&p, 1, &ts, nullptr);
             continue;
@@ -526,7 +526,7 @@ void DeviceImpl::thread_main() {
             ppoll(&ps, 1, &bt, nullptr);
             continue;
         }
-        if (now_ns() - last_owner_ns_.load(std::memory_order_relaxed) < idle_ns)
+        if (elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed)) < idle_ns)
             continue;
         const unsigned before = new_events_;
         last_timer_ns_ = now_ns();   // the thread was watching the socket, not away

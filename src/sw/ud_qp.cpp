@@ -42,6 +42,7 @@ public:
         rx_sa_.resize(rx_batch);
         for (unsigned i = 0; i < rx_batch; ++i) {
             rx_iov_[i] = {rx_bufs_.data() + size_t(i) * (max_pkt_ + 64), max_pkt_ + 64};
+            reset_rx_header(i);
         }
         return Status::ok;
     }
@@ -92,16 +93,11 @@ public:
         size_t handed = 0;
         while (handed < max) {
             const unsigned want = unsigned(std::min<size_t>(rx_batch, max - handed));
-            for (unsigned i = 0; i < want; ++i) {
-                rx_msgs_[i] = mmsghdr{};
-                rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
-                rx_msgs_[i].msg_hdr.msg_iovlen = 1;
-                rx_msgs_[i].msg_hdr.msg_name = &rx_sa_[i];
-                rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-            }
+            // The headers were set up once (init); recvmmsg rewrites only those it fills.
             const int got = sock_.recv_batch(rx_msgs_.data(), want);
             for (int i = 0; i < got; ++i) {
                 handed += deliver(rx_msgs_[size_t(i)], rx_sa_[size_t(i)], rx_iov_[size_t(i)], fn);
+                reset_rx_header(unsigned(i));
             }
             if (got < int(want)) break;
         }
@@ -109,6 +105,14 @@ public:
     }
 
 private:
+    void reset_rx_header(unsigned i) {
+        rx_msgs_[i] = mmsghdr{};
+        rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+        rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+        rx_msgs_[i].msg_hdr.msg_name = &rx_sa_[i];
+        rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    }
+
     size_t deliver(const mmsghdr& mh, const sockaddr_storage& sa, const iovec& iov,
                    const std::function<void(const ud::Datagram&)>& fn) {
         WireAddr src;

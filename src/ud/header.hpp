@@ -80,8 +80,4 @@ inline bool decode(const uint8_t* p, size_t len, Header& h) {
 inline bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
 
-// Nanoseconds from `since` to `now`; 0 when `since` is later (a send inside a callback stamps
-// packets after the time the surrounding progress call started with).
-inline uint64_t elapsed_ns(uint64_t now, uint64_t since) { return now > since ? now - since : 0; }
-
 } // namespace roce::ud

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "ud/header.hpp"
 
 namespace roce::ud {

@@ -134,8 +134,8 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit)
     // Selective ACK: these need no retransmission.
     uint32_t highest_sacked = 0;
     bool any_sacked = false;
-    for (unsigned i = 0; i < 32; ++i) {
-        if (!(sack & (1u << i))) continue;
+    for (uint32_t bits = sack; bits != 0; bits &= bits - 1) {   // the set bits only
+        const unsigned i = unsigned(__builtin_ctz(bits));
         const uint32_t psn = ack + 1 + i;
         const size_t idx = psn - (q_.empty() ? next_psn_ : q_.front().psn);
         if (idx < n_sent_) {

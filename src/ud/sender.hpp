@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "cc/delay.hpp"
+#include "common/clock.hpp"
 #include "ud/header.hpp"
 
 namespace roce::ud {

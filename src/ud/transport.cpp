@@ -224,7 +224,13 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
         ++stats_.malformed;
         return;
     }
-    const PeerId id = peer(d.src);
+    // Traffic comes in runs from one peer: skip the hash lookup for the same address again.
+    if (!(have_last_src_ && d.src == last_src_)) {
+        last_peer_ = peer(d.src);
+        last_src_ = d.src;
+        have_last_src_ = true;
+    }
+    const PeerId id = last_peer_;
     Peer& p = *peers_[id];
     if (p.status != Status::ok) {
         return;

@@ -157,6 +157,9 @@ private:
     size_t frag_;
     std::vector<std::unique_ptr<Peer>> peers_;
     std::unordered_map<UdAddr, PeerId, UdAddrHash> by_addr_;
+    UdAddr last_src_;                 // the last datagram's source and its peer (on_datagram)
+    PeerId last_peer_ = 0;
+    bool have_last_src_ = false;
     std::vector<PeerId> active_;
     std::vector<std::pair<PeerId, Status>> failures_;
     TransportStats stats_;

@@ -1,7 +1,6 @@
 #include "verbs/ud.hpp"
 
 #include <arpa/inet.h>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -34,7 +33,6 @@ public:
     unsigned progress() override;
     int event_fd() const override { return channel_->fd; }
     void arm() override {
-        std::lock_guard lk(mu_);
         armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
     }
     size_t poll_completions(Completion* out, size_t max) override;
@@ -49,7 +47,7 @@ private:
     std::shared_ptr<PdImpl> pd_;
     GidChoice gid_;
     uint32_t mtu_ = 0;
-    std::recursive_mutex mu_;
+    uint32_t max_inline_ = 0;   // what the QP granted
     CompChannelPtr channel_;
     bool armed_ = false;   // an event may be pending on channel_ (progress drains it)
     CqPtr cq_;
@@ -66,9 +64,6 @@ private:
         uint32_t imm;
     };
     std::deque<Rx> rq_;
-    // Sizes of comps_ and rq_, read without the lock: the busy-poll loop asks for completions and
-    // messages every iteration, and a mutex costs atomics that are slow in an emulated guest.
-    std::atomic<size_t> comps_len_{0}, rq_len_{0};
     uint64_t events_ = 0;
 };
 
@@ -100,11 +95,17 @@ Status UdQpImpl::init() {
     ia.cap.max_send_wr = cfg_.sq_depth;
     ia.cap.max_recv_wr = cfg_.recv_buffers;
     ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = cfg_.max_inline;
     qp_.reset(ibv_create_qp(pd_->pd(), &ia));
+    if (!qp_ && cfg_.max_inline) {   // a device without inline support
+        ia.cap.max_inline_data = 0;
+        qp_.reset(ibv_create_qp(pd_->pd(), &ia));
+    }
     if (!qp_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_qp failed: %s", name, std::strerror(errno));
         return Status::io_error;
     }
+    max_inline_ = ia.cap.max_inline_data;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -186,7 +187,6 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
         total += iov[i].iov_len;
     if (total > mtu_ || dest.qpn == 0 || dest.qpn > 0xffffff)
         return Status::invalid_param;
-    std::lock_guard lk(mu_);
     if (free_slots_.empty())
         return Status::no_resource;
     ibv_ah* ah = ah_for(dest.gid);
@@ -208,7 +208,9 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
     wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
     if (imm)
         wr.imm_data = htonl(*imm);
-    wr.send_flags = IBV_SEND_SIGNALED;
+    // Inline data is copied by ibv_post_send; the slot is still held until the completion
+    // (one bookkeeping path for both).
+    wr.send_flags = IBV_SEND_SIGNALED | (total && total <= max_inline_ ? IBV_SEND_INLINE : 0);
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = dest.qpn;
     wr.wr.ud.remote_qkey = cfg_.qkey;
@@ -223,7 +225,6 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
 }
 
 unsigned UdQpImpl::progress() {
-    std::lock_guard lk(mu_);
     const uint64_t before = events_;
     if (armed_) {   // (a read() on the channel: only when an arm may have produced an event)
         ibv_cq* ev_cq;
@@ -250,14 +251,12 @@ unsigned UdQpImpl::progress() {
                 const bool has_imm = w.wc_flags & IBV_WC_WITH_IMM;
                 rq_.push_back({idx, uint32_t(w.byte_len - grh_bytes), w.src_qp, has_imm,
                                has_imm ? ntohl(w.imm_data) : 0});
-                rq_len_.store(rq_.size(), std::memory_order_release);
                 ++events_;
             } else {
                 const uint32_t slot = uint32_t(w.wr_id);
                 if (slot_wr_id_[slot] != 0) {
                     comps_.push_back({slot_wr_id_[slot], qp_->qp_num, OpKind::send,
                                       w.status == IBV_WC_SUCCESS ? Status::ok : Status::io_error});
-                    comps_len_.store(comps_.size(), std::memory_order_release);
                     ++events_;
                 }
                 free_slots_.push_back(slot);
@@ -268,27 +267,19 @@ unsigned UdQpImpl::progress() {
 }
 
 size_t UdQpImpl::poll_completions(Completion* out, size_t max) {
-    if (comps_len_.load(std::memory_order_acquire) == 0)
-        return 0;   // filled only by progress(), on this same thread or under the lock
-    std::lock_guard lk(mu_);
     size_t n = 0;
     while (n < max && !comps_.empty()) {
         out[n++] = comps_.front();
         comps_.pop_front();
     }
-    comps_len_.store(comps_.size(), std::memory_order_release);
     return n;
 }
 
 size_t UdQpImpl::poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) {
-    if (rq_len_.load(std::memory_order_acquire) == 0)
-        return 0;
-    std::lock_guard lk(mu_);
     size_t n = 0;
     while (n < max && !rq_.empty()) {
         const Rx r = rq_.front();
         rq_.pop_front();
-        rq_len_.store(rq_.size(), std::memory_order_release);
         struct Repost {
             UdQpImpl* q;
             uint32_t idx;

@@ -1,19 +1,22 @@
 // Unreliable datagram QP on a verbs device: the building block of a UD transport (ud_roce on
 // verbs). Independent of Device (own CQ, own receive queue); same conventions: copy semantics for
 // sends (bounce buffer), owner-thread progress, completions and received messages polled.
+// Not thread-safe: its one user, ud::Transport, calls it under its own lock only (a second lock
+// here cost atomics on every busy-poll iteration, slow in an emulated guest).
 //
 // GRH handling: every UD receive buffer starts with the 40-byte GRH area the HCA fills. On RoCE v2
 // over IPv4 it holds the IPv4 header in its last 20 bytes (the first 20 are undefined); on RoCE v2
 // over IPv6 (and v1) it is the GRH itself. The source GID of a message is taken from whichever it
 // is (IPv4 source -> ::ffff:a.b.c.d), the payload starts after the 40 bytes.
-// Address handles are created on first use per destination GID and cached.
+// Address handles are created on first use per destination GID and cached. Small sends go inline
+// (IBV_SEND_INLINE): on rxe that spares the kernel an lkey lookup and a copy through the MR's page
+// map per packet (ud_roce's ACKs and short AMs are all small).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <array>
 #include <deque>
 #include <vector>
@@ -30,6 +33,7 @@ struct UdConfig {
     uint32_t qkey = 0x1ee7a330;
     uint32_t sq_depth = 256;
     uint32_t recv_buffers = 256;
+    uint32_t max_inline = 128;     // sends up to this size go inline (if the QP allows), as DeviceConfig
     uint8_t traffic_class = 0;
     uint8_t priority = 0;          // the address handles' SL (hardware RoCE NICs: the PCP; rxe ignores it)
     uint8_t hop_limit = 64;

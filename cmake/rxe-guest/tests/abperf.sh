@@ -1,17 +1,19 @@
 #!/bin/bash
-# Interleaved A/B rounds on rxe0: UCX's rc_verbs against one or more builds of the rc_roce plugin,
+# Interleaved A/B rounds on rxe0: UCX's rc_verbs against one or more builds of the rc_roce plugin
+# (AB_TL=ud: ud_verbs against ud_roce),
 # same guest boot, each measurement run once per round in turn, medians at the end. TCG timing
 # swings by 2x from one run to the next; a single suite run cannot tell a 10% change, interleaved
 # rounds can.
 #
 #   cmake/rxe-guest/run-in-guest.sh cmake/rxe-guest/tests/abperf.sh [test ...]
 #
-# Tests (default: am_lat add_lat get_bw put_bw tag_lat tag_bw ucp_put_bw): UCT am_lat/add_lat/
+# Tests (default: am_lat add_lat get_bw put_bw tag_lat tag_bw ucp_put_bw; also am_bw, 512 B bcopy): UCT am_lat/add_lat/
 # get_bw/put_bw (zcopy 64 KiB) and UCP tag_lat/tag_bw/ucp_put_bw (1 MiB) as in suite.sh.
 # Environment:
 #   AB_ROUNDS    rounds (default 5)
 #   AB_PLUGINS   "label=/path/libuct_roce.so.0 ..." (default: new=$ROCE_BUILD_DIR/uct/libuct_roce.so.0)
-#   AB_VERBS=0   leave rc_verbs out
+#   AB_VERBS=0   leave rc_verbs (ud_verbs) out
+#   AB_TL=ud     the datagram transports: ud_verbs against ud_roce, UCP with UCX_TLS=ud_*,self
 #   AB_ENV_<label>  extra "VAR=value ..." for that label's runs (e.g. AB_ENV_new="UCX_RC_ROCE_X=1")
 # Prints "ab name=<label>.<test> round=<i> value=<v> unit=<u>" per run (the average latency, or
 # the bandwidth) and "ab-median name=<label>.<test>[.p50] ..." lines (.p50: ucx_perftest's typical
@@ -35,15 +37,17 @@ labels=()
 declare -A so=()
 for p in "${plugins[@]}"; do labels+=("${p%%=*}"); so[${p%%=*}]=${p#*=}; done
 read -r cs < /sys/devices/system/clocksource/clocksource0/current_clocksource
-say "rounds $rounds, labels ${labels[*]}, tests ${tests[*]}, clocksource $cs"
+say "transports ${AB_TL:-rc}, rounds $rounds, labels ${labels[*]}, tests ${tests[*]}, clocksource $cs"
 
 port=14000
 declare -A vals=() units=()
+kind_tl=${AB_TL:-rc}
 run_one() {   # run_one <label> <test>
   local label=$1 t=$2 tl args=() kind field unit v
-  if [ "$label" = verbs ]; then tl=rc_verbs; else tl=rc_roce; fi
+  if [ "$label" = verbs ]; then tl=${kind_tl}_verbs; else tl=${kind_tl}_roce; fi
   case $t in
     am_lat) args=(-t am_lat -x "$tl" -d "$DEV:1" -n 5000 -w 500); kind=uct; field=3; unit=us ;;
+    am_bw) args=(-t am_bw -x "$tl" -d "$DEV:1" -D bcopy -s 512 -n 5000 -w 500); kind=uct; field=6; unit=MB/s ;;
     add_lat) args=(-t add_lat -x "$tl" -d "$DEV:1" -n 2000 -w 200); kind=uct; field=3; unit=us ;;
     get_bw) args=(-t get -x "$tl" -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30); kind=uct; field=6; unit=MB/s ;;
     put_bw) args=(-t put_bw -x "$tl" -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30); kind=uct; field=6; unit=MB/s ;;
@@ -55,10 +59,14 @@ run_one() {   # run_one <label> <test>
   port=$((port + 1))
   local -a envs=()
   if [ "$label" = verbs ]; then
-    [ $kind = ucp ] && envs+=("UCX_TLS=rc_verbs,ud_verbs:aux,self")
+    if [ "$kind_tl" = ud ]; then
+      [ $kind = ucp ] && envs+=("UCX_TLS=ud_verbs,self")
+    else
+      [ $kind = ucp ] && envs+=("UCX_TLS=rc_verbs,ud_verbs:aux,self")
+    fi
   else
     envs+=(LD_PRELOAD="${so[$label]}")
-    [ $kind = ucp ] && envs+=("UCX_TLS=rc_roce,self")
+    [ $kind = ucp ] && envs+=("UCX_TLS=${kind_tl}_roce,self")
     local extra="AB_ENV_$label"
     [ -n "${!extra:-}" ] && read -r -a more <<< "${!extra}" && envs+=("${more[@]}")
   fi
