@@ -23,6 +23,11 @@ uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 // INCLUDING the trailing 4 ICRC bytes (which are not covered). Returns the CRC value; on the
 // wire it is stored least-significant byte first.
 uint32_t icrc_compute(const IpContext& ip, std::span<const uint8_t> udp_payload);
+// The same ICRC for a UDP payload given in pieces (a gather send keeps the headers in a tx
+// slot and the payload where the application left it): `parts` concatenated are the UDP
+// payload WITHOUT its 4 ICRC bytes. One pass over the bytes, as for the contiguous form.
+uint32_t icrc_compute_parts(const IpContext& ip, std::span<const std::span<const uint8_t>> parts);
+
 // False as well when the payload is too short to hold a BTH and an ICRC.
 bool icrc_verify(const IpContext& ip, std::span<const uint8_t> udp_payload);
 
