@@ -83,7 +83,7 @@ Status DeviceImpl::init() {
     tx_.resize(tx_batch);
     tx_msgs_.resize(2 * tx_batch + 2);
     tx_msg_sock_.resize(2 * tx_batch + 2);
-    tx_iov_.resize(2 * tx_batch + 2);
+    tx_iov_.resize(3 * tx_batch + 2);   // a gathered packet takes three (tx_send_gso)
     tx_cmsg_.resize(tx_batch);
     rx_bufs_.resize(size_t(rx_n_) * rx_size_);
     rx_msgs_.resize(rx_n_);
@@ -165,7 +165,8 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(dropped_unknown_qp) ROCE_SW_STAT(gso_sends) ROCE_SW_STAT(gro_datagrams)
     ROCE_SW_STAT(rx_nonzero_ipv4_id) ROCE_SW_STAT(ce_received) ROCE_SW_STAT(cnps_sent)
     ROCE_SW_STAT(cnps_received) ROCE_SW_STAT(cnps_local) ROCE_SW_STAT(faults_ce) ROCE_SW_STAT(cc_paced)
-    ROCE_SW_STAT(reads_capped) ROCE_SW_STAT(naks_sent_seq) ROCE_SW_STAT(naks_sent_rnr)
+    ROCE_SW_STAT(reads_capped) ROCE_SW_STAT(tx_gathered) ROCE_SW_STAT(tx_region_gone)
+    ROCE_SW_STAT(naks_sent_seq) ROCE_SW_STAT(naks_sent_rnr)
     ROCE_SW_STAT(naks_sent_access) ROCE_SW_STAT(naks_sent_invalid) ROCE_SW_STAT(naks_received_seq)
     ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)
     ROCE_SW_STAT(faults_dropped) ROCE_SW_STAT(faults_duplicated) ROCE_SW_STAT(faults_reordered)

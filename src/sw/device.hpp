@@ -124,6 +124,9 @@ struct DeviceStats {
     // set, and times a QP's pacer or window held a packet back.
     uint64_t ce_received, cnps_sent, cnps_received, cnps_local, faults_ce, cc_paced;
     uint64_t reads_capped;   // READ requests held back by MAX_RD_BYTES
+    // Packets whose payload the kernel read in place (gather send, no copy into a tx slot), and
+    // gathered READ responses dropped because their region was deregistered before the send.
+    uint64_t tx_gathered, tx_region_gone;
     // NAKs by type (naks_sent / naks_received count them all, RNR NAKs included).
     uint64_t naks_sent_seq, naks_sent_rnr, naks_sent_access, naks_sent_invalid;
     uint64_t naks_received_seq, naks_received_rnr, naks_received_access, naks_received_invalid;

@@ -127,6 +127,17 @@ public:
     void hold_tx(uint64_t now);
     // Builds and queues one packet to the QP's peer.
     void emit(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload);
+    // The same, but the payload may stay where it is until tx_flush (gather send: the tx slot
+    // holds headers, pad and ICRC; the kernel reads the payload from `payload` directly), which
+    // saves a copy of every byte. Only for memory that outlives the send: a work request's own
+    // buffer (zero-copy WRITE: it belongs to the WR until completion, and every path that
+    // completes a WR flushes before the lock is released) or, with mr_rkey != 0, a registered
+    // region pinned by pd_pinned_ (READ responses; tx_flush re-checks regions if any was
+    // deregistered meanwhile). Copies when fault injection or tracing need the bytes in the
+    // slot (no GSO then, or pcap), and for payloads too small for a copy to matter.
+    void emit_gather(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload, uint32_t mr_rkey = 0,
+                     uint64_t mr_va = 0);
+    bool pd_pinned_ = false;   // the caller holds pd_->pin() (read_responses)
 
     // requester (requester.cpp)
     Status post_wr(uint32_t qpn, Wr&& wr);
@@ -240,8 +251,21 @@ public:
         int tos;   // -1: the device's
         uint8_t sock;   // tx_socket index
         sockaddr_storage sa;
+        // Gather send (emit_gather): buf holds the `head` header bytes, then pad + ICRC; the
+        // payload, ext_len bytes at ext, goes between them. len counts all of it.
+        const uint8_t* ext = nullptr;
+        size_t ext_len = 0;
+        size_t head = 0;
+        uint32_t mr_rkey = 0;   // ext lies in this registered region (READ response), at mr_va
+        uint64_t mr_va = 0;
+        bool dead = false;      // its region was deregistered before the send: dropped
+        const uint8_t* icrc() const { return buf + (len - ext_len) - 4; }
+        uint8_t* icrc() { return buf + (len - ext_len) - 4; }
         alignas(64) uint8_t buf[max_datagram];
     };
+    unsigned tx_mr_n_ = 0;       // queued slots that point into registered regions
+    uint64_t tx_mr_gen_ = 0;     // pd_'s dereg generation when the first of them was built
+    void tx_check_regions();
     std::vector<TxSlot> tx_;
     unsigned tx_n_ = 0;
     std::vector<mmsghdr> tx_msgs_;

@@ -55,6 +55,7 @@ Status PdImpl::dereg_mr(uint32_t lkey) {
         return Status::invalid_param;
     by_rkey_.erase(it->second);
     lkey_to_rkey_.erase(it);
+    gen_.fetch_add(1, std::memory_order_relaxed);
     return Status::ok;
 }
 

@@ -3,6 +3,7 @@
 // access rights under a shared lock, so a deregistered region can never be written.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <shared_mutex>
 #include <unordered_map>
@@ -33,6 +34,16 @@ public:
         return true;
     }
 
+    // For packets that point into regions until they are sent (gather send of READ responses,
+    // DeviceImpl::emit_gather): a dereg_mr waits while the pin is held, and the generation
+    // (bumped by every dereg_mr) tells tx_flush whether a region may have gone meanwhile.
+    std::shared_lock<std::shared_mutex> pin() const { return std::shared_lock(mu_); }
+    uint64_t generation() const { return gen_.load(std::memory_order_relaxed); }
+    // lookup() for a caller holding pin().
+    uint8_t* lookup_pinned(uint32_t rkey, uint64_t va, uint64_t len, unsigned needed) const {
+        return lookup_locked(rkey, va, len, needed);
+    }
+
 private:
     struct Region {
         uintptr_t addr;
@@ -44,6 +55,7 @@ private:
     uint32_t random_key_locked();
 
     mutable std::shared_mutex mu_;
+    std::atomic<uint64_t> gen_{0};
     std::unordered_map<uint32_t, Region> by_rkey_;
     std::unordered_map<uint32_t, uint32_t> lkey_to_rkey_;
     uint64_t rng_state_[2];

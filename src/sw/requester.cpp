@@ -152,7 +152,15 @@ void DeviceImpl::req_progress(Qp& qp, uint64_t now) {
             pkt.bth.ack_req = (last && !lazy_last) || ++qp.since_ackreq >= ackreq_every;
             if (pkt.bth.ack_req)
                 qp.since_ackreq = 0;
-            emit(qp, pkt, std::span<const uint8_t>(n ? w.src + off : nullptr, n));
+            // A zero-copy WRITE's source is the caller's until it sees the completion, which
+            // poll_completions hands out only after this progress's flush: the kernel may read it
+            // in place. A bcopy'd buffer goes back to the pool (or is freed) the moment its WR
+            // completes, possibly before the flush (an ACK behind a queued retransmission): copy.
+            const std::span<const uint8_t> payload(n ? w.src + off : nullptr, n);
+            if (w.owned.capacity() == 0)
+                emit_gather(qp, pkt, payload);
+            else
+                emit(qp, pkt, payload);
             cc_sent(qp, uint32_t(n + pkt_overhead), now);
             if (last) {
                 ++qp.send_idx;

@@ -106,6 +106,13 @@ struct Resp {
     // the tail of an earlier READ, so the first packet is a MIDDLE/LAST (as rxe answers).
     void read_responses(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t n, bool mid_start) {
         const uint32_t mtu = qp.mtu;
+        // The region stays pinned (no dereg_mr) while the responses are built, and the packets
+        // may point into it until they are sent (emit_gather, tx_flush).
+        const auto pin = dev.pd_->pin();
+        const uint8_t* base = len ? dev.pd_->lookup_pinned(rkey, va, len, access_remote_read) : nullptr;
+        if (len && !base)
+            return;   // deregistered meanwhile: the requester times out and gets a NAK
+        dev.pd_pinned_ = true;
         for (uint32_t i = 0; i < n; ++i) {
             const size_t off = size_t(i) * mtu;
             const size_t sz = std::min<size_t>(mtu, len - std::min<size_t>(len, off));
@@ -123,16 +130,12 @@ struct Resp {
             pkt.bth.psn = wire::psn_add(psn, i);
             pkt.aeth.syndrome = wire::aeth_ack_syndrome;
             pkt.aeth.msn = qp.msn & wire::psn_mask;
-            if (sz == 0) {
+            if (sz == 0)
                 dev.emit(qp, pkt, {});
-                continue;
-            }
-            const bool ok = dev.pd_->with_region(rkey, va + off, sz, access_remote_read, [&](uint8_t* p) {
-                dev.emit(qp, pkt, std::span<const uint8_t>(p, sz));
-            });
-            if (!ok)
-                return;   // deregistered meanwhile: the requester times out and gets a NAK
+            else
+                dev.emit_gather(qp, pkt, std::span<const uint8_t>(base + off, sz), rkey, va + off);
         }
+        dev.pd_pinned_ = false;
     }
 
     void duplicate(const wire::Packet& pkt) {

@@ -48,6 +48,7 @@ TEST(Crc32, AllPathsAgreeOnRandomInput) {
         const uint32_t ref = detail::crc32_ieee_bytewise(seed, p, len);
         ASSERT_EQ(detail::crc32_ieee_portable(seed, p, len), ref) << "len " << len;
         ASSERT_EQ(crc32_ieee(seed, p, len), ref) << "len " << len << " mis " << mis;
+        ASSERT_EQ(detail::crc32_ieee_128(seed, p, len), ref) << "len " << len << " mis " << mis;
     }
     for (size_t mis = 0; mis < 64; ++mis)
         for (size_t len : {63u, 64u, 65u, 79u, 80u, 127u, 128u, 1024u, 4096u, 4100u})
@@ -57,7 +58,8 @@ TEST(Crc32, AllPathsAgreeOnRandomInput) {
 
 TEST(Crc32, ReportsPath) {
     // Not an assertion: documents in the test log which path the checks above exercised.
-    std::printf("crc32_ieee uses %s\n", detail::crc32_uses_pclmul() ? "PCLMULQDQ folding" : "slice-by-16");
+    std::printf("crc32_ieee uses %s\n", detail::crc32_uses_vpclmul() ? "256-bit VPCLMULQDQ folding"
+                                         : detail::crc32_uses_pclmul() ? "PCLMULQDQ folding" : "slice-by-16");
 }
 
 TEST(Crc32, CombineAndZeroShift) {

@@ -119,6 +119,15 @@ TEST_P(FixtureFile, ParseRebuildAndRecoverId) {
         ASSERT_EQ(n, f.udp_payload.size());
         out.resize(n);
         EXPECT_EQ(out, f.udp_payload);
+        // The gather form: headers, the payload in place, pad + ICRC: the same bytes.
+        size_t head = 0;
+        std::vector<uint8_t> hdr(128);
+        const size_t hn = build_gather(p, p.payload, f.ip, hdr, head);
+        ASSERT_EQ(hn + p.payload.size(), f.udp_payload.size());
+        std::vector<uint8_t> g(hdr.begin(), hdr.begin() + ptrdiff_t(head));
+        g.insert(g.end(), p.payload.begin(), p.payload.end());
+        g.insert(g.end(), hdr.begin() + ptrdiff_t(head), hdr.begin() + ptrdiff_t(hn));
+        EXPECT_EQ(g, f.udp_payload);
 
         IpContext hidden = f.ip;
         hidden.ipv4_id = 0;

@@ -125,6 +125,34 @@ uint32_t icrc_compute(const IpContext& ip, std::span<const uint8_t> udp_payload)
     return crc32_ieee(crc, udp_payload.data() + bth_len, covered - bth_len);
 }
 
+uint32_t icrc_compute_parts(const IpContext& ip, std::span<const std::span<const uint8_t>> parts) {
+    size_t covered = 0;
+    for (const auto& part : parts)
+        covered += part.size();
+    uint8_t h[max_pseudo];
+    size_t n = write_ip_udp(ip, covered + icrc_size, h);
+    // The BTH goes through the pseudo-header (its byte 4 masked), wherever the parts split it.
+    const size_t bth_len = std::min(covered, bth_size);
+    size_t i = 0, at = 0;   // part index, offset in it
+    for (size_t copied = 0; copied < bth_len;) {
+        const size_t k = std::min(bth_len - copied, parts[i].size() - at);
+        std::memcpy(h + n + copied, parts[i].data() + at, k);
+        copied += k;
+        at += k;
+        if (at == parts[i].size()) {
+            ++i;
+            at = 0;
+        }
+    }
+    if (bth_len > 4)
+        h[n + 4] = 0xff;
+    n += bth_len;
+    uint32_t crc = crc32_ieee(0, h, n);
+    for (; i < parts.size(); ++i, at = 0)
+        crc = crc32_ieee(crc, parts[i].data() + at, parts[i].size() - at);
+    return crc;
+}
+
 bool icrc_verify(const IpContext& ip, std::span<const uint8_t> udp_payload) {
     if (udp_payload.size() < bth_size + icrc_size)
         return false;

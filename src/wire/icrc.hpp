@@ -23,6 +23,11 @@ uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 // INCLUDING the trailing 4 ICRC bytes (which are not covered). Returns the CRC value; on the
 // wire it is stored least-significant byte first.
 uint32_t icrc_compute(const IpContext& ip, std::span<const uint8_t> udp_payload);
+// The same ICRC for a UDP payload given in pieces (a gather send keeps the headers in a tx
+// slot and the payload where the application left it): `parts` concatenated are the UDP
+// payload WITHOUT its 4 ICRC bytes. One pass over the bytes, as for the contiguous form.
+uint32_t icrc_compute_parts(const IpContext& ip, std::span<const std::span<const uint8_t>> parts);
+
 // False as well when the payload is too short to hold a BTH and an ICRC.
 bool icrc_verify(const IpContext& ip, std::span<const uint8_t> udp_payload);
 
@@ -45,6 +50,8 @@ namespace detail {
 uint32_t crc32_ieee_portable(uint32_t crc, const uint8_t* p, size_t n);
 uint32_t crc32_ieee_bytewise(uint32_t crc, const uint8_t* p, size_t n);
 bool crc32_uses_pclmul();
+bool crc32_uses_vpclmul();   // 256-bit folding (VPCLMULQDQ) for 128 bytes and more
+uint32_t crc32_ieee_128(uint32_t crc, const uint8_t* p, size_t n);   // never the 256-bit path
 // Raw (no pre/post inversion) CRC register after appending `n` zero bytes: r * x^(8n) mod P.
 uint32_t crc32_shift_zeros(uint32_t r, size_t n);
 // Polynomial arithmetic mod P in the reflected representation (x^0 = 0x80000000).

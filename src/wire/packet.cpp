@@ -79,6 +79,30 @@ size_t build(const Packet& pkt, std::span<const uint8_t> payload, const IpContex
     return total;
 }
 
+size_t build_gather(const Packet& pkt, std::span<const uint8_t> payload, const IpContext& ip,
+                    std::span<uint8_t> out, size_t& head) {
+    const uint8_t op = pkt.bth.opcode;
+    const size_t total = packet_size(op, payload.size());
+    const size_t pad = pad_for(payload.size());
+    head = total ? total - payload.size() - pad - icrc_size : 0;
+    if (total == 0 || head + pad + icrc_size > out.size())
+        return 0;
+    Bth bth = pkt.bth;
+    bth.pad_count = uint8_t(pad);
+    uint8_t* p = out.data();
+    encode(bth, p);
+    p = write_ext(opcode_headers(op), pkt, p + bth_size);
+    std::memset(p, 0, pad);
+    const std::span<const uint8_t> parts[3] = {{out.data(), head}, payload, {p, pad}};
+    const uint32_t crc = icrc_compute_parts(ip, parts);
+    p += pad;
+    p[0] = uint8_t(crc);
+    p[1] = uint8_t(crc >> 8);
+    p[2] = uint8_t(crc >> 16);
+    p[3] = uint8_t(crc >> 24);
+    return head + pad + icrc_size;
+}
+
 ParseError parse(std::span<const uint8_t> udp_payload, const IpContext& ip, bool verify_icrc,
                  Packet& out) {
     const size_t n = udp_payload.size();

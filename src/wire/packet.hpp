@@ -66,6 +66,13 @@ enum class ParseError : uint8_t {
 size_t build(const Packet& pkt, std::span<const uint8_t> payload, const IpContext& ip,
              std::span<uint8_t> out);
 
+// Gather form of build(), for sending without copying the payload: writes BTH + extension
+// headers into `out`, then pad + ICRC right behind them; the ICRC covers headers, `payload`
+// (read where it is, not copied) and pad. The packet on the wire is out[0, head) + payload +
+// out[head, returned). Returns 0 like build(); `head` is the header length.
+size_t build_gather(const Packet& pkt, std::span<const uint8_t> payload, const IpContext& ip,
+                    std::span<uint8_t> out, size_t& head);
+
 // Bytes build() writes for `op` with `payload_len` bytes of payload (0 for invalid opcodes).
 size_t packet_size(uint8_t op, size_t payload_len);
 
