@@ -1,9 +1,9 @@
 // The TSC-extrapolated clock behind now_ns() where clock_gettime is a system call (clock.hpp).
 //
 // One anchor for the whole process (two slots and a publication count: readers only load, never
-// wait for a writer), so every thread computes the same function of the counter: timestamps taken in one thread and compared in another (the
-// progress threads' idle checks, CNP intervals, timers) never see a foreign clock behind their
-// own. Each anchor covers one interval of ticks; the next starts exactly where it ends (readers
+// wait for a writer), so every thread computes the same function of the counter: timestamps
+// taken in one thread and compared in another (the progress threads' idle checks, CNP intervals,
+// timers) never see a foreign clock behind their own. Each anchor covers one interval of ticks; the next starts exactly where it ends (readers
 // past the end wait there until it is published) and its rate absorbs the error against
 // CLOCK_MONOTONIC (like NTP's slew), so the clock never steps back, in any thread.
 #include "common/clock.hpp"

@@ -4,10 +4,11 @@
 // Where clock_gettime is a vDSO call (TSC or kvm-clock clocksource: ~20-30 ns) that is all it
 // is. Where it is a system call — a VM whose clocksource is HPET or the ACPI PM timer, as in the
 // rxe guest under TCG: 0.75 us per read, measured, a quarter of ud_roce's busy-poll loop — the
-// clock extrapolates from the CPU's time-stamp counter (~20 ns there) and re-anchors on
-// CLOCK_MONOTONIC every ~1 ms of counter ticks, per thread: one system call per millisecond
-// instead of one per read, within a few microseconds of CLOCK_MONOTONIC, never backwards in a
-// thread. Which one is chosen once per process, by timing clock_gettime (clock.cpp).
+// clock extrapolates from the CPU's time-stamp counter (~20 ns there) from one anchor shared by
+// all threads, re-taken on CLOCK_MONOTONIC every ~1 ms of counter ticks: one system call per
+// millisecond instead of one per read, within microseconds of CLOCK_MONOTONIC (behind it while a
+// re-anchoring thread is preempted), never backwards, and no thread ever ahead of another. Which
+// one is chosen once per process, by timing clock_gettime (clock.cpp).
 #pragma once
 #include <atomic>
 #include <cstdint>

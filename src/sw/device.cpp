@@ -498,11 +498,11 @@ void DeviceImpl::thread_main() {
     const uint64_t idle_ns = uint64_t(cfg_.idle_takeover_us) * 1000;
     while (!stop_.load()) {
         const uint64_t now = now_ns();
-        const uint64_t last = last_owner_ns_.load(std::memory_order_relaxed);
-        if (elapsed_ns(now, last) < idle_ns) {
+        const uint64_t since = elapsed_ns(now, last_owner_ns_.load(std::memory_order_relaxed));
+        if (since < idle_ns) {
             // The owner is progressing: sleep until it might have gone idle.
             pollfd p{stop_fd_, POLLIN, 0};
-            const uint64_t wait_ns = idle_ns - elapsed_ns(now, last);
+            const uint64_t wait_ns = idle_ns - since;
             timespec ts{time_t(wait_ns / 1000000000ull), long(wait_ns % 1000000000ull)};
             ppoll(&p, 1, &ts, nullptr);
             continue;

@@ -340,11 +340,7 @@ Status DeviceImpl::new_ibv_qp(VQp& q) {
     a.cap.max_send_wr = std::min<uint32_t>(2 * cfg_.sq_depth, uint32_t(dev_attr_.max_qp_wr));
     a.cap.max_send_sge = std::min(4, dev_attr_.max_sge);
     a.cap.max_inline_data = cfg_.max_inline;
-    ibv_qp* qp = ibv_create_qp(pd_->pd(), &a);
-    if (!qp && cfg_.max_inline) {
-        a.cap.max_inline_data = 0;
-        qp = ibv_create_qp(pd_->pd(), &a);
-    }
+    ibv_qp* qp = create_qp_inline_or_not(pd_->pd(), a);
     if (!qp) {
         ROCE_ERROR("verbs: %s: ibv_create_qp failed: %s", cfg_.dev_name.c_str(), std::strerror(errno));
         return errno == ENOMEM ? Status::no_resource : Status::io_error;

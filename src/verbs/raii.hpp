@@ -50,6 +50,17 @@ using EventChannelPtr = std::unique_ptr<rdma_event_channel, detail::Deleter<deta
 // librdmacm's device list (its ibv_contexts stay open while the list is held).
 using DeviceListPtr = std::unique_ptr<ibv_context*, detail::Deleter<detail::free_devices, detail::n_dl>>;
 
+// ibv_create_qp asking for a.cap.max_inline_data inline bytes, and again without inline data
+// on a device that refuses it; `a.cap` then says what was granted (nullptr: errno says why).
+inline ibv_qp* create_qp_inline_or_not(ibv_pd* pd, ibv_qp_init_attr& a) {
+    ibv_qp* qp = ibv_create_qp(pd, &a);
+    if (!qp && a.cap.max_inline_data) {
+        a.cap.max_inline_data = 0;
+        qp = ibv_create_qp(pd, &a);
+    }
+    return qp;
+}
+
 // A file descriptor.
 class Fd {
 public:

@@ -96,11 +96,7 @@ Status UdQpImpl::init() {
     ia.cap.max_recv_wr = cfg_.recv_buffers;
     ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
     ia.cap.max_inline_data = cfg_.max_inline;
-    qp_.reset(ibv_create_qp(pd_->pd(), &ia));
-    if (!qp_ && cfg_.max_inline) {   // a device without inline support
-        ia.cap.max_inline_data = 0;
-        qp_.reset(ibv_create_qp(pd_->pd(), &ia));
-    }
+    qp_.reset(create_qp_inline_or_not(pd_->pd(), ia));
     if (!qp_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_qp failed: %s", name, std::strerror(errno));
         return Status::io_error;
