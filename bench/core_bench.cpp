@@ -51,7 +51,7 @@ void BM_ud_sender_packet(benchmark::State& st) {
     ud::Sender s(cfg);
     std::vector<uint8_t> payload(1024, 0x5a);
     iovec iov{payload.data(), payload.size()};
-    const ud::Sender::Emit emit = [](const ud::Sender::Packet&, bool) { return true; };
+    const auto emit = [](const ud::Sender::Packet&, bool) { return true; };
     uint64_t now = 0;
     uint32_t psn = 0;
     for (auto _ : st) {
@@ -71,7 +71,7 @@ void BM_ud_receiver_packet(benchmark::State& st) {
     ud::ReceiverConfig cfg;
     ud::Receiver r(cfg);
     std::vector<uint8_t> payload(1024, 0x33);
-    const ud::Receiver::Deliver deliver = [](uint8_t, const uint8_t* d, size_t) { benchmark::DoNotOptimize(d); };
+    const auto deliver = [](uint8_t, const uint8_t* d, size_t) { benchmark::DoNotOptimize(d); };
     const bool swap = st.range(0) != 0;
     uint32_t base = 0;
     uint64_t now = 0;

@@ -88,7 +88,7 @@ public:
         return transmit(tx_buf_.data(), n, ss, sl);
     }
 
-    size_t poll(const std::function<void(const ud::Datagram&)>& fn, size_t max) override {
+    size_t poll(FunctionRef<void(const ud::Datagram&)> fn, size_t max) override {
         flush_held();
         size_t handed = 0;
         while (handed < max) {
@@ -114,7 +114,7 @@ private:
     }
 
     size_t deliver(const mmsghdr& mh, const sockaddr_storage& sa, const iovec& iov,
-                   const std::function<void(const ud::Datagram&)>& fn) {
+                   FunctionRef<void(const ud::Datagram&)> fn) {
         WireAddr src;
         if (!from_sockaddr(reinterpret_cast<const sockaddr*>(&sa), mh.msg_hdr.msg_namelen, src)) {
             return 0;

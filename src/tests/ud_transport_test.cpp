@@ -61,7 +61,7 @@ public:
         }
         return Status::ok;
     }
-    size_t poll(const std::function<void(const Datagram&)>& fn, size_t max) override {
+    size_t poll(FunctionRef<void(const Datagram&)> fn, size_t max) override {
         size_t n = 0;
         auto& q = l_.q[side_];
         while (n < max && !q.empty()) {

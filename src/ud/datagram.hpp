@@ -12,6 +12,7 @@
 #include <string>
 #include <sys/uio.h>
 
+#include "common/function_ref.hpp"
 #include "common/rc_device.hpp"
 #include "common/status.hpp"
 
@@ -63,7 +64,7 @@ public:
     // later); unreachable: wrong address family; invalid_param: larger than max_payload.
     virtual Status send(const UdAddr& dst, const iovec* iov, size_t iovcnt) = 0;
     // Hands up to `max` received datagrams to `fn`; returns how many.
-    virtual size_t poll(const std::function<void(const Datagram&)>& fn, size_t max) = 0;
+    virtual size_t poll(FunctionRef<void(const Datagram&)> fn, size_t max) = 0;
     // Readable when poll() may find something (after arm()).
     virtual int event_fd() const = 0;
     virtual void arm() {}

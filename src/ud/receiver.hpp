@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/function_ref.hpp"
 #include "ud/header.hpp"
 
 namespace roce::ud {
@@ -27,7 +28,7 @@ struct ReceiverStats {
 class Receiver {
 public:
     // A whole AM, in order. `data` is valid during the call only.
-    using Deliver = std::function<void(uint8_t am_id, const uint8_t* data, size_t len)>;
+    using Deliver = FunctionRef<void(uint8_t am_id, const uint8_t* data, size_t len)>;
 
     explicit Receiver(const ReceiverConfig& cfg) : cfg_(cfg) {}
 

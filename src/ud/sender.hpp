@@ -25,6 +25,7 @@
 
 #include "cc/delay.hpp"
 #include "common/clock.hpp"
+#include "common/function_ref.hpp"
 #include "ud/header.hpp"
 
 namespace roce::ud {
@@ -62,7 +63,7 @@ public:
     };
     // Transmits one packet (header fields other than psn/type/flags/am_id are the caller's);
     // false: the device cannot take it now, try again later.
-    using Emit = std::function<bool(const Packet&, bool ack_req)>;
+    using Emit = FunctionRef<bool(const Packet&, bool ack_req)>;
 
     explicit Sender(const SenderConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window) {
         if (cfg.delay) delay_.emplace(cfg.delay_params, cfg.mtu);

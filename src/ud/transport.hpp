@@ -161,6 +161,9 @@ private:
     PeerId last_peer_ = 0;
     bool have_last_src_ = false;
     std::vector<PeerId> active_;
+    uint64_t service_interval_ns_;        // 20 us, or half ack_delay_ns if that is shorter
+    uint64_t last_service_ns_ = 0;
+    bool urgent_ = false;                 // a peer owes an immediate ACK (receive())
     std::vector<std::pair<PeerId, Status>> failures_;
     TransportStats stats_;
     mutable std::recursive_mutex mu_;

@@ -1,6 +1,7 @@
 #include "verbs/ud.hpp"
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include "common/log.hpp"
 #include "verbs/pd_impl.hpp"
 #include "verbs/raii.hpp"
+#include "verbs/recv_chain.hpp"
 
 namespace roce::verbs {
 
@@ -36,11 +38,21 @@ public:
         armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
     }
     size_t poll_completions(Completion* out, size_t max) override;
-    size_t poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) override;
+    size_t poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) override;
 
 private:
+    struct Rx {
+        uint32_t idx, len, src_qp;
+        bool has_imm;
+        uint32_t imm;
+    };
     ibv_ah* ah_for(const uint8_t* gid);
-    void repost(uint32_t idx);
+    void drain_events();
+    // One CQ batch: send completions free slots; receives go to `rx` (in CQ order).
+    int poll_cq(Rx* rx, int& nrx);
+    void send_completed(const ibv_wc& w);
+    void deliver(const Rx& r, FunctionRef<void(const UdMessage&)> fn);
+    void flush_reposts(bool all = false);
     uint8_t* rbuf(uint32_t idx) { return recv_buf_.get() + size_t(idx) * (grh_bytes + mtu_); }
 
     UdConfig cfg_;
@@ -48,22 +60,27 @@ private:
     GidChoice gid_;
     uint32_t mtu_ = 0;
     uint32_t max_inline_ = 0;   // what the QP granted
+    uint32_t max_sge_ = 1;      // send gather entries the QP granted (inline sends use them)
+    uint32_t signal_every_ = 1;
+    size_t repost_batch_ = 1;
     CompChannelPtr channel_;
     bool armed_ = false;   // an event may be pending on channel_ (progress drains it)
     CqPtr cq_;
     QpPtr qp_;
     std::unique_ptr<uint8_t[]> recv_buf_, send_buf_;
     MrPtr recv_mr_, send_mr_;
-    std::vector<uint32_t> free_slots_;
+    // Send slots form a ring in posting order: sq_head_ counts sends posted, sq_tail_ those known
+    // complete. Only every signal_every_-th send (and every one whose wr_id must be reported) asks
+    // for a completion; a UD send queue completes in order, so its completion retires every
+    // earlier slot too (UCX's ud_verbs moderates the same way: one CQE fewer to poll per send).
+    uint64_t sq_head_ = 0, sq_tail_ = 0;
     std::vector<uint64_t> slot_wr_id_;
     std::map<std::array<uint8_t, 16>, AhPtr> ahs_;
+    std::array<uint8_t, 16> last_gid_{};   // the last destination and its handle: traffic
+    ibv_ah* last_ah_ = nullptr;           // comes in runs to one peer
     std::deque<Completion> comps_;
-    struct Rx {
-        uint32_t idx, len, src_qp;
-        bool has_imm;
-        uint32_t imm;
-    };
-    std::deque<Rx> rq_;
+    std::deque<Rx> rq_;                   // received by progress(), not yet handed out
+    std::vector<uint32_t> repost_;        // consumed receive buffers, posted back in chains
     uint64_t events_ = 0;
 };
 
@@ -94,14 +111,24 @@ Status UdQpImpl::init() {
     ia.qp_type = IBV_QPT_UD;
     ia.cap.max_send_wr = cfg_.sq_depth;
     ia.cap.max_recv_wr = cfg_.recv_buffers;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    // Inline sends gather straight from the caller's pieces (a header and a payload): no copy
+    // into a slot first.
+    ia.cap.max_send_sge = 4;
+    ia.cap.max_recv_sge = 1;
     ia.cap.max_inline_data = cfg_.max_inline;
     qp_.reset(create_qp_inline_or_not(pd_->pd(), ia));
+    if (!qp_) {
+        ia.cap.max_send_sge = 1;
+        qp_.reset(create_qp_inline_or_not(pd_->pd(), ia));
+    }
     if (!qp_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_qp failed: %s", name, std::strerror(errno));
         return Status::io_error;
     }
     max_inline_ = ia.cap.max_inline_data;
+    max_sge_ = std::max<uint32_t>(1, ia.cap.max_send_sge);
+    signal_every_ = std::clamp<uint32_t>(cfg_.signal_every, 1, std::max<uint32_t>(1, cfg_.sq_depth / 2));
+    repost_batch_ = std::clamp<size_t>(cfg_.recv_buffers / 4, 1, 16);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -136,44 +163,54 @@ Status UdQpImpl::init() {
         return Status::no_resource;
     }
     slot_wr_id_.resize(cfg_.sq_depth);
-    for (uint32_t i = cfg_.sq_depth; i-- > 0;)
-        free_slots_.push_back(i);
     for (uint32_t i = 0; i < cfg_.recv_buffers; ++i)
-        repost(i);
+        repost_.push_back(i);
+    flush_reposts(true);
     return Status::ok;
 }
 
-void UdQpImpl::repost(uint32_t idx) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(rbuf(idx)), uint32_t(grh_bytes + mtu_), recv_mr_->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = recv_tag | idx;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad;
-    if (const int rc = ibv_post_recv(qp_.get(), &wr, &bad); rc != 0)
-        ROCE_ERROR("verbs: UD QP %u: ibv_post_recv failed: %s", qp_->qp_num, std::strerror(rc));
+// Posts the consumed buffers back once repost_batch_ of them wait: a chain of 16 costs the
+// provider about what one post does (the queue keeps 3/4 of its buffers posted at the least).
+void UdQpImpl::flush_reposts(bool all) {
+    if (repost_.empty() || (!all && repost_.size() < repost_batch_))
+        return;
+    const int rc = post_recv_chain(
+            repost_, recv_tag,
+            [&](uint32_t idx) {
+                return ibv_sge{reinterpret_cast<uintptr_t>(rbuf(idx)), uint32_t(grh_bytes + mtu_), recv_mr_->lkey};
+            },
+            [&](ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_recv(qp_.get(), wr, bad); });
+    if (rc != 0)
+        ROCE_ERROR("verbs: UD QP %u: ibv_post_recv failed: %s (receive buffers are lost)", qp_->qp_num,
+                   std::strerror(rc));
+    repost_.clear();
 }
 
 ibv_ah* UdQpImpl::ah_for(const uint8_t* gid) {
+    if (last_ah_ && std::memcmp(last_gid_.data(), gid, 16) == 0)
+        return last_ah_;
     std::array<uint8_t, 16> k;
     std::memcpy(k.data(), gid, 16);
     auto it = ahs_.find(k);
-    if (it != ahs_.end())
-        return it->second.get();
-    ibv_ah_attr a{};
-    a.is_global = 1;
-    std::memcpy(a.grh.dgid.raw, gid, 16);
-    a.grh.sgid_index = uint8_t(gid_.index);
-    a.grh.hop_limit = cfg_.hop_limit;
-    a.grh.traffic_class = cfg_.traffic_class;
-    a.sl = cfg_.priority;
-    a.port_num = cfg_.port;
-    AhPtr ah(ibv_create_ah(pd_->pd(), &a));
-    if (!ah) {
-        ROCE_WARN("verbs: UD QP %u: ibv_create_ah failed: %s", qp_->qp_num, std::strerror(errno));
-        return nullptr;
+    if (it == ahs_.end()) {
+        ibv_ah_attr a{};
+        a.is_global = 1;
+        std::memcpy(a.grh.dgid.raw, gid, 16);
+        a.grh.sgid_index = uint8_t(gid_.index);
+        a.grh.hop_limit = cfg_.hop_limit;
+        a.grh.traffic_class = cfg_.traffic_class;
+        a.sl = cfg_.priority;
+        a.port_num = cfg_.port;
+        AhPtr ah(ibv_create_ah(pd_->pd(), &a));
+        if (!ah) {
+            ROCE_WARN("verbs: UD QP %u: ibv_create_ah failed: %s", qp_->qp_num, std::strerror(errno));
+            return nullptr;
+        }
+        it = ahs_.emplace(k, std::move(ah)).first;
     }
-    return ahs_.emplace(k, std::move(ah)).first->second.get();
+    last_gid_ = k;
+    last_ah_ = it->second.get();
+    return last_ah_;
 }
 
 Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
@@ -183,30 +220,43 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
         total += iov[i].iov_len;
     if (total > mtu_ || dest.qpn == 0 || dest.qpn > 0xffffff)
         return Status::invalid_param;
-    if (free_slots_.empty())
-        return Status::no_resource;
+    if (sq_head_ - sq_tail_ == cfg_.sq_depth) {
+        progress();   // retires what completed (receives wait in rq_)
+        if (sq_head_ - sq_tail_ == cfg_.sq_depth)
+            return Status::no_resource;
+    }
     ibv_ah* ah = ah_for(dest.gid);
     if (!ah)
         return Status::unreachable;
-    const uint32_t slot = free_slots_.back();
-    uint8_t* buf = send_buf_.get() + size_t(slot) * mtu_;
-    size_t off = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        if (iov[i].iov_len)
-            std::memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
-        off += iov[i].iov_len;
+    const uint32_t slot = uint32_t(sq_head_ % cfg_.sq_depth);
+    ibv_sge sge[4];
+    int nsge = 0;
+    const bool inline_ok = total && total <= max_inline_;
+    if (inline_ok && iovcnt <= max_sge_) {
+        // The provider copies inline data at post time: the caller's pieces, as they are.
+        for (size_t i = 0; i < iovcnt; ++i) {
+            if (iov[i].iov_len)
+                sge[nsge++] = {reinterpret_cast<uintptr_t>(iov[i].iov_base), uint32_t(iov[i].iov_len), 0};
+        }
+    } else if (total) {
+        uint8_t* buf = send_buf_.get() + size_t(slot) * mtu_;
+        size_t off = 0;
+        for (size_t i = 0; i < iovcnt; ++i) {
+            if (iov[i].iov_len)
+                std::memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+            off += iov[i].iov_len;
+        }
+        sge[nsge++] = {reinterpret_cast<uintptr_t>(buf), uint32_t(total), send_mr_->lkey};
     }
-    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), uint32_t(total), send_mr_->lkey};
+    const bool signaled = wr_id != 0 || sq_head_ % signal_every_ == signal_every_ - 1;
     ibv_send_wr wr{};
-    wr.wr_id = slot;
-    wr.sg_list = total ? &sge : nullptr;
-    wr.num_sge = total ? 1 : 0;
+    wr.wr_id = sq_head_;
+    wr.sg_list = nsge ? sge : nullptr;
+    wr.num_sge = nsge;
     wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
     if (imm)
         wr.imm_data = htonl(*imm);
-    // Inline data is copied by ibv_post_send; the slot is still held until the completion
-    // (one bookkeeping path for both).
-    wr.send_flags = IBV_SEND_SIGNALED | (total && total <= max_inline_ ? IBV_SEND_INLINE : 0);
+    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (inline_ok ? IBV_SEND_INLINE : 0);
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = dest.qpn;
     wr.wr.ud.remote_qkey = cfg_.qkey;
@@ -215,50 +265,74 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
         ROCE_WARN("verbs: UD QP %u: ibv_post_send failed: %s", qp_->qp_num, std::strerror(rc));
         return Status::no_resource;
     }
-    free_slots_.pop_back();
     slot_wr_id_[slot] = wr_id;
+    ++sq_head_;
     return Status::ok;
+}
+
+// A send completion retires its send and every earlier one (in order; they were unsignaled, or
+// flushed with an error completion of their own).
+void UdQpImpl::send_completed(const ibv_wc& w) {
+    const uint64_t done = w.wr_id;
+    if (done < sq_tail_ || done >= sq_head_)
+        return;
+    for (; sq_tail_ <= done; ++sq_tail_) {
+        const uint32_t slot = uint32_t(sq_tail_ % cfg_.sq_depth);
+        if (slot_wr_id_[slot] != 0) {
+            const bool ok = sq_tail_ < done || w.status == IBV_WC_SUCCESS;
+            comps_.push_back({slot_wr_id_[slot], qp_->qp_num, OpKind::send, ok ? Status::ok : Status::io_error});
+            slot_wr_id_[slot] = 0;
+            ++events_;
+        }
+    }
+}
+
+void UdQpImpl::drain_events() {
+    if (!armed_)   // (a read() on the channel: only when an arm may have produced an event)
+        return;
+    ibv_cq* ev_cq;
+    void* ev_ctx;
+    while (ibv_get_cq_event(channel_.get(), &ev_cq, &ev_ctx) == 0) {
+        ibv_ack_cq_events(ev_cq, 1);
+        armed_ = false;
+    }
+}
+
+int UdQpImpl::poll_cq(Rx* rx, int& nrx) {
+    ibv_wc wc[32];
+    const int n = ibv_poll_cq(cq_.get(), 32, wc);
+    nrx = 0;
+    for (int i = 0; i < n; ++i) {
+        const ibv_wc& w = wc[i];
+        if (!(w.wr_id & recv_tag)) {
+            send_completed(w);
+            continue;
+        }
+        const uint32_t idx = uint32_t(w.wr_id & ~recv_tag);
+        if (w.status != IBV_WC_SUCCESS || w.byte_len < grh_bytes) {
+            if (w.status != IBV_WC_WR_FLUSH_ERR)
+                ROCE_WARN("verbs: UD QP %u: receive failed: %s", qp_->qp_num, ibv_wc_status_str(w.status));
+            repost_.push_back(idx);
+            continue;
+        }
+        const bool has_imm = w.wc_flags & IBV_WC_WITH_IMM;
+        rx[nrx++] = {idx, uint32_t(w.byte_len - grh_bytes), w.src_qp, has_imm, has_imm ? ntohl(w.imm_data) : 0};
+    }
+    return n;
 }
 
 unsigned UdQpImpl::progress() {
     const uint64_t before = events_;
-    if (armed_) {   // (a read() on the channel: only when an arm may have produced an event)
-        ibv_cq* ev_cq;
-        void* ev_ctx;
-        while (ibv_get_cq_event(channel_.get(), &ev_cq, &ev_ctx) == 0) {
-            ibv_ack_cq_events(ev_cq, 1);
-            armed_ = false;
-        }
-    }
-    ibv_wc wc[32];
-    int n;
+    drain_events();
+    Rx rx[32];
+    int n, nrx;
     do {
-        n = ibv_poll_cq(cq_.get(), 32, wc);
-        for (int i = 0; i < n; ++i) {
-            const ibv_wc& w = wc[i];
-            if (w.wr_id & recv_tag) {
-                const uint32_t idx = uint32_t(w.wr_id & ~recv_tag);
-                if (w.status != IBV_WC_SUCCESS || w.byte_len < grh_bytes) {
-                    if (w.status != IBV_WC_WR_FLUSH_ERR)
-                        ROCE_WARN("verbs: UD QP %u: receive failed: %s", qp_->qp_num, ibv_wc_status_str(w.status));
-                    repost(idx);
-                    continue;
-                }
-                const bool has_imm = w.wc_flags & IBV_WC_WITH_IMM;
-                rq_.push_back({idx, uint32_t(w.byte_len - grh_bytes), w.src_qp, has_imm,
-                               has_imm ? ntohl(w.imm_data) : 0});
-                ++events_;
-            } else {
-                const uint32_t slot = uint32_t(w.wr_id);
-                if (slot_wr_id_[slot] != 0) {
-                    comps_.push_back({slot_wr_id_[slot], qp_->qp_num, OpKind::send,
-                                      w.status == IBV_WC_SUCCESS ? Status::ok : Status::io_error});
-                    ++events_;
-                }
-                free_slots_.push_back(slot);
-            }
-        }
+        n = poll_cq(rx, nrx);
+        if (nrx)
+            rq_.insert(rq_.end(), rx, rx + nrx);
+        events_ += uint64_t(nrx);
     } while (n == 32);
+    flush_reposts();
     return unsigned(events_ - before);
 }
 
@@ -271,25 +345,54 @@ size_t UdQpImpl::poll_completions(Completion* out, size_t max) {
     return n;
 }
 
-size_t UdQpImpl::poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) {
+void UdQpImpl::deliver(const Rx& r, FunctionRef<void(const UdMessage&)> fn) {
+    // Back to the queue once the callback is done with it (posted with the batch's others): a
+    // send from the callback may run progress(), which posts what is queued.
+    struct Back {
+        UdQpImpl* q;
+        uint32_t idx;
+        ~Back() { q->repost_.push_back(idx); }
+    } back{this, r.idx};
+    UdMessage m{};
+    ud_source_gid(rbuf(r.idx), m.src.gid);
+    m.src.qpn = r.src_qp;
+    m.data = rbuf(r.idx) + grh_bytes;
+    m.len = r.len;
+    m.has_imm = r.has_imm;
+    m.imm = r.imm;
+    fn(m);
+}
+
+// Straight from the CQ (no queue in between), in arrival order: what progress() queued, which is
+// older, first — also what a callback's own send queued while this batch was being handed out.
+size_t UdQpImpl::poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) {
+    struct Flush {
+        UdQpImpl* q;
+        ~Flush() { q->flush_reposts(); }
+    } flush{this};
+    drain_events();
     size_t n = 0;
-    while (n < max && !rq_.empty()) {
-        const Rx r = rq_.front();
-        rq_.pop_front();
-        struct Repost {
-            UdQpImpl* q;
-            uint32_t idx;
-            ~Repost() { q->repost(idx); }
-        } rp{this, r.idx};
-        UdMessage m{};
-        ud_source_gid(rbuf(r.idx), m.src.gid);
-        m.src.qpn = r.src_qp;
-        m.data = rbuf(r.idx) + grh_bytes;
-        m.len = r.len;
-        m.has_imm = r.has_imm;
-        m.imm = r.imm;
-        ++n;
-        fn(m);
+    while (n < max) {
+        while (n < max && !rq_.empty()) {
+            const Rx r = rq_.front();
+            rq_.pop_front();
+            ++n;
+            deliver(r, fn);
+        }
+        if (n == max)
+            break;
+        Rx rx[32];
+        int nrx;
+        const int polled = poll_cq(rx, nrx);
+        int i = 0;
+        for (; i < nrx && n < max; ++i) {
+            ++n;
+            deliver(rx[i], fn);
+        }
+        if (i < nrx)
+            rq_.insert(rq_.begin(), rx + i, rx + nrx);   // beyond `max`: the oldest of what waits
+        if (polled < 32 && rq_.empty())
+            break;
     }
     return n;
 }

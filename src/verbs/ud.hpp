@@ -9,8 +9,12 @@
 // over IPv6 (and v1) it is the GRH itself. The source GID of a message is taken from whichever it
 // is (IPv4 source -> ::ffff:a.b.c.d), the payload starts after the 40 bytes.
 // Address handles are created on first use per destination GID and cached. Small sends go inline
-// (IBV_SEND_INLINE): on rxe that spares the kernel an lkey lookup and a copy through the MR's page
-// map per packet (ud_roce's ACKs and short AMs are all small).
+// (IBV_SEND_INLINE), gathered from the caller's pieces: on rxe that spares the kernel an lkey
+// lookup and a copy through the MR's page map per packet (ud_roce's ACKs and short AMs are all
+// small), and us the copy into a slot. Sends are moderated (UdConfig::signal_every): a completion
+// is requested only for every N-th send and for those whose wr_id is reported.
+// poll_recv() reads the CQ itself and hands messages out as it finds them; progress() queues
+// them instead (and retires sends), for a caller that polls completions first.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include <deque>
 #include <vector>
 
+#include "common/function_ref.hpp"
 #include "verbs/device.hpp"
 #include "verbs/gid_choice.hpp"
 
@@ -34,6 +39,7 @@ struct UdConfig {
     uint32_t sq_depth = 256;
     uint32_t recv_buffers = 256;
     uint32_t max_inline = 128;     // sends up to this size go inline (if the QP allows), as DeviceConfig
+    uint32_t signal_every = 16;    // one send in N asks for a completion (it retires the earlier ones)
     uint8_t traffic_class = 0;
     uint8_t priority = 0;          // the address handles' SL (hardware RoCE NICs: the PCP; rxe ignores it)
     uint8_t hop_limit = 64;
@@ -71,7 +77,7 @@ public:
     virtual int event_fd() const = 0;
     virtual void arm() = 0;
     virtual size_t poll_completions(Completion* out, size_t max) = 0;   // op = send
-    virtual size_t poll_recv(const std::function<void(const UdMessage&)>& fn, size_t max) = 0;
+    virtual size_t poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) = 0;
 };
 
 // Source GID of a received UD message from its 40-byte GRH area (see above).
