@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <sys/uio.h>
@@ -27,7 +28,10 @@ struct WireAddr {
     uint8_t family = 0;   // AF_INET or AF_INET6
     uint8_t ip[16] = {};  // IPv4 in the first 4 bytes
     uint16_t port = 0;    // host byte order
-    bool operator==(const WireAddr&) const = default;
+    // (Not defaulted: that compares the address byte by byte; this runs per received datagram.)
+    bool operator==(const WireAddr& o) const {
+        return family == o.family && port == o.port && std::memcmp(ip, o.ip, sizeof(ip)) == 0;
+    }
     std::string to_string() const;
     bool is_loopback() const;   // 127.0.0.0/8 or ::1
 };
