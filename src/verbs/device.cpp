@@ -21,8 +21,10 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/log.hpp"
@@ -217,6 +219,7 @@ DeviceImpl::~DeviceImpl() {
     std::lock_guard lk(mu_);
     for (auto& [qpn, q] : qps_)
         release_qp(*q, Status::canceled);
+    last_qp_ = nullptr;
     qps_.clear();           // QPs and their rdma_cm ids before the listener and the channel
     tokens_.clear();
     listen_id_.reset();
@@ -273,9 +276,28 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
     return out;
 }
 
-VQp* DeviceImpl::find_qp(uint32_t qpn) {
+void DeviceLock::lock_contended(int c) {
+    if (c != 2)
+        c = state_.exchange(2, std::memory_order_acquire);
+    while (c != 0) {
+        syscall(SYS_futex, reinterpret_cast<int*>(&state_), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
+        c = state_.exchange(2, std::memory_order_acquire);
+    }
+}
+
+void DeviceLock::wake_one() {
+    syscall(SYS_futex, reinterpret_cast<int*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+VQp* DeviceImpl::find_qp_slow(uint32_t qpn) {
     auto it = qps_.find(qpn);
     return it == qps_.end() ? nullptr : it->second.get();
+}
+
+void DeviceImpl::insert_qp(std::unique_ptr<VQp> q) {
+    last_qp_ = nullptr;   // in case it was an entry replaced here
+    const uint32_t qpn = q->qpn;
+    qps_[qpn] = std::move(q);
 }
 
 VQp* DeviceImpl::find_token(uint64_t token) {
@@ -360,7 +382,7 @@ Status DeviceImpl::create_qp(uint32_t& qpn) {
     if (s != Status::ok)
         return s;
     qpn = q->qpn;
-    qps_[qpn] = std::move(q);
+    insert_qp(std::move(q));
     return Status::ok;
 }
 
@@ -453,6 +475,8 @@ void DeviceImpl::erase_qp(uint32_t qpn) {
     const VQp& q = *it->second;
     if (q.state != QpState::reset || q.st.sends + q.st.writes + q.st.reads + q.st.atomics)
         closed_qps_[q.peer.to_string()] += q.st;
+    if (last_qp_ == it->second.get())
+        last_qp_ = nullptr;
     qps_.erase(it);
 }
 
@@ -912,6 +936,10 @@ unsigned DeviceImpl::poll_cqs() {
 
 unsigned DeviceImpl::progress() {
     std::lock_guard lk(mu_);
+    return progress_locked();
+}
+
+unsigned DeviceImpl::progress_locked() {
     if (repost_.size() >= repost_batch_)
         flush_reposts();
     if (notified_.load(std::memory_order_relaxed) && notified_.exchange(false, std::memory_order_acquire)) {
@@ -991,6 +1019,30 @@ size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, 
     if (rq_len_.load(std::memory_order_acquire) == 0)
         return 0;
     std::lock_guard lk(mu_);
+    return recv_locked(fn, max);
+}
+
+// The owner's whole round under one acquisition of mu_. The callbacks run under it, as poll_recv's
+// always did: they may re-enter the device (post, destroy a QP), and a completion queued meanwhile
+// (a refused post's pending WRs) is handed out by this same loop.
+unsigned DeviceImpl::progress_round(const std::function<void(const Completion&)>& on_comp,
+                                    const std::function<void(const RecvMessage&)>& on_recv,
+                                    size_t max_recv) {
+    std::lock_guard lk(mu_);
+    unsigned count = progress_locked();
+    while (!cq_.empty()) {
+        const Completion c = cq_.front();
+        cq_.pop_front();
+        cq_len_.store(cq_.size(), std::memory_order_release);
+        ++count;
+        on_comp(c);
+    }
+    if (!rq_.empty())
+        count += unsigned(recv_locked(on_recv, max_recv));
+    return count;
+}
+
+size_t DeviceImpl::recv_locked(const std::function<void(const RecvMessage&)>& fn, size_t max) {
     size_t n = 0;
     while (n < max && !rq_.empty()) {
         const RecvEntry e = rq_.front();
