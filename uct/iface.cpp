@@ -155,9 +155,13 @@ unsigned drain(Iface* iface) {
         count += static_cast<unsigned>(comps.size() + msgs.size());
     }
 
-    count += iface->dev->progress_round(
-            [iface](const sw::Completion& c) { ep_handle_completion(iface, c); },
-            [iface](const sw::RecvMessage& m) { deliver_am(iface, m.qpn, m.data, m.len); }, 64);
+    struct Sink final : RcDevice::ProgressSink {
+        Iface* iface;
+        explicit Sink(Iface* i) : iface(i) {}
+        void completion(const sw::Completion& c) override { ep_handle_completion(iface, c); }
+        void message(const sw::RecvMessage& m) override { deliver_am(iface, m.qpn, m.data, m.len); }
+    } sink(iface);
+    count += iface->dev->progress_round(sink, 64);
 
     ep_progress_waiting(iface, count);
     return count;
@@ -181,6 +185,7 @@ ucs_status_t iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t*
             iface->flush_waiters.push_back(comp);
             iface->attention = true;
         }
+        iface->dev->complete_lazy(0);   // the untracked operations may be held back
         UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
         return UCS_INPROGRESS;
     })

@@ -37,19 +37,17 @@ std::string RcDevice::stats_text() const {
     return out;
 }
 
-unsigned RcDevice::progress_round(const std::function<void(const Completion&)>& on_comp,
-                                  const std::function<void(const RecvMessage&)>& on_recv,
-                                  size_t max_recv) {
+unsigned RcDevice::progress_round(ProgressSink& sink, size_t max_recv) {
     unsigned count = progress();
     Completion buf[64];
     size_t n;
     do {
         n = poll_completions(buf, std::size(buf));
         for (size_t i = 0; i < n; ++i)
-            on_comp(buf[i]);
+            sink.completion(buf[i]);
         count += unsigned(n);
     } while (n == std::size(buf));
-    return count + unsigned(poll_recv(on_recv, max_recv));
+    return count + unsigned(poll_recv([&sink](const RecvMessage& m) { sink.message(m); }, max_recv));
 }
 
 } // namespace roce

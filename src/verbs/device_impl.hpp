@@ -117,7 +117,9 @@ struct WrRec {
 // node, so every post allocated a node and every completion freed one, on the path between the
 // caller's post and the doorbell. The ring keeps its slots: it starts empty (an idle QP costs
 // nothing), doubles when full and never shrinks; a slot is reset when its element leaves, so
-// nothing it owned (registrations, buffers) outlives the work request.
+// nothing it owned (registrations, buffers) outlives the work request. Slots past the last
+// element are therefore always default-constructed: push_default() hands one out to be filled in
+// place (building a record elsewhere and moving it in copied it twice per post).
 template <typename T>
 class Ring {
 public:
@@ -126,23 +128,27 @@ public:
     T& operator[](size_t i) { return buf_[(head_ + i) & (cap_ - 1)]; }
     T& front() { return (*this)[0]; }
     T& back() { return (*this)[n_ - 1]; }
-    void push_back(T&& v) {
+    void push_back(T&& v) { push_default() = std::move(v); }
+    T& push_default() {
         if (n_ == cap_)
             grow();
-        (*this)[n_] = std::move(v);
-        ++n_;
+        return (*this)[n_++];
     }
     void pop_front() {
-        front() = T();
+        reset(front());
         head_ = (head_ + 1) & (cap_ - 1);
         --n_;
     }
     void pop_back() {
-        back() = T();
+        reset(back());
         --n_;
     }
 
 private:
+    static void reset(T& slot) {
+        std::destroy_at(&slot);
+        std::construct_at(&slot);
+    }
     void grow() {
         const size_t cap = cap_ ? 2 * cap_ : 8;
         std::unique_ptr<T[]> buf(new T[cap]);
@@ -191,6 +197,8 @@ struct VQp {
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
     uint64_t next_seq = 1;
     uint32_t unsignaled_run = 0; // posted unsignaled WRs after the last signaled one
+    bool lazy_tail = false;      // ... and all of them are lazy (wr_id_lazy): nobody waits for them
+    bool lazy_wanted = false;    // complete_lazy() was called; cleared when the QP has drained
     uint32_t signaled_inflight = 0;   // posted signaled WRs not completed yet
     bool posted_since_progress = false;
     uint32_t max_inline = 0;
@@ -237,13 +245,12 @@ public:
     Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
                          uint64_t compare, uint64_t swap, uint64_t* result) override;
     size_t outstanding(uint32_t qpn) const override;
+    void complete_lazy(uint32_t qpn) override;
 
     unsigned progress() override;
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
-    unsigned progress_round(const std::function<void(const Completion&)>& on_comp,
-                            const std::function<void(const RecvMessage&)>& on_recv,
-                            size_t max_recv) override;
+    unsigned progress_round(ProgressSink& sink, size_t max_recv) override;
     int event_fd() const override { return epoll_fd_.get(); }
     // Arming the CQs costs syscalls (rxe: ibv_req_notify_cq is a command to the kernel), so the
     // next progress() arms them only when the owner asked.
@@ -251,7 +258,8 @@ public:
 
     // ---- internals (mu_ held)
     unsigned progress_locked();
-    size_t recv_locked(const std::function<void(const RecvMessage&)>& fn, size_t max);
+    template <typename Fn>
+    size_t recv_locked(Fn&& fn, size_t max);
     // Most lookups (every post, every CQE) are for the QP of the one before: last_qp_ answers
     // them without hashing (an unordered_map lookup was ~90 instructions per post).
     VQp* find_qp(uint32_t qpn) {
@@ -266,11 +274,14 @@ public:
     void insert_qp(std::unique_ptr<VQp> q);
     Status new_ibv_qp(VQp& q);
     Status admit(uint32_t qpn, VQp*& q);   // checks before a post
-    Status submit(VQp& q, WrRec&& r);      // queue, and post if RTS
+    WrRec& new_wr(VQp& q) { return q.sq.push_default(); }   // built in place at the back of sq
+    Status drop_new_wr(VQp& q, Status s) { q.sq.pop_back(); return s; }   // ... not submitted after all
+    Status submit(VQp& q);                 // the new WR at the back of sq: count it, post if RTS
     bool post_hw(VQp& q, WrRec& r);        // one WR to the HCA
     void post_pending(VQp& q);
     void reclaim_tail(VQp& q);             // signaled zero-length WRITE after an unsignaled tail
     int take_bounce();
+    void want_lazy_tails();
     uint8_t* bounce_ptr(int slot) { return bounce_buf_.get() + size_t(slot) * cfg_.bounce_size; }
     Status stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total);
     Status stage_local(WrRec& r, void* local, size_t len, bool write_to_local);
