@@ -260,14 +260,19 @@ public:
     unsigned progress_locked();
     template <typename Fn>
     size_t recv_locked(Fn&& fn, size_t max);
-    // Most lookups (every post, every CQE) are for the QP of the one before: last_qp_ answers
+    // Most lookups (every post, every CQE) are for one of the last two QPs (a ping-pong's client
+    // sends on its QP and receives on the passive one the server connected): last_qp_ answers
     // them without hashing (an unordered_map lookup was ~90 instructions per post).
     VQp* find_qp(uint32_t qpn) {
-        if (last_qp_ && last_qp_->qpn == qpn)
-            return last_qp_;
+        if (last_qp_[0] && last_qp_[0]->qpn == qpn)
+            return last_qp_[0];
+        if (last_qp_[1] && last_qp_[1]->qpn == qpn)
+            return last_qp_[1];
         VQp* q = find_qp_slow(qpn);
-        if (q)
-            last_qp_ = q;
+        if (q) {
+            last_qp_[1] = last_qp_[0];
+            last_qp_[0] = q;
+        }
         return q;
     }
     VQp* find_qp_slow(uint32_t qpn);
@@ -290,7 +295,7 @@ public:
     void fail_qp(VQp& q, Status st);   // QP -> error: pending WRs complete with st; posted ones flush
     void release_qp(VQp& q, Status st);          // destroy HW QP, complete everything with st
     void erase_qp(uint32_t qpn);
-    unsigned poll_cqs();
+    unsigned poll_cqs(bool all = false);   // all: the send CQ too, whatever is in flight
     void handle_send_wc(const ibv_wc& wc);
     void notify();
     void repost_recv(uint32_t idx);
@@ -350,7 +355,9 @@ public:
     uint32_t signal_every_ = 1;
 
     std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;   // changed by insert_qp/erase_qp only
-    VQp* last_qp_ = nullptr;                                   // find_qp's cache: in qps_ or null
+    VQp* last_qp_[2] = {};                                     // find_qp's cache: in qps_ or null
+    uint32_t signaled_inflight_ = 0;   // over all QPs (VQp::signaled_inflight)
+    uint32_t send_poll_skips_ = 0;     // poll_cqs rounds without polling the send CQ
     std::map<std::string, VQpStats> closed_qps_;   // erased QPs' counters, per peer address
     std::unordered_map<uint64_t, uint32_t> tokens_;   // rdma_cm id context -> qpn
     uint64_t next_token_ = 2;                          // 1 = the listener
