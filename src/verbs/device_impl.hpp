@@ -368,13 +368,14 @@ public:
     cc::CcMode cc_mode_ = cc::CcMode::off;             // of every QP (resolve_cc_mode at init)
     double line_rate_bps_ = 0;
 
-    std::deque<Completion> cq_;
+    // Rings, not std::deques (whose node bookkeeping was ~60 instructions per ping-pong iteration).
+    Ring<Completion> cq_;
     struct RecvEntry {
         uint32_t idx, len, qpn;
         bool has_imm;
         uint32_t imm;
     };
-    std::deque<RecvEntry> rq_;
+    Ring<RecvEntry> rq_;
     // Sizes of cq_ and rq_ for the owner's poll_completions/poll_recv, read without mu_: a busy-
     // polling owner calls them after every progress(), and most calls find nothing (measured
     // in the rxe guest: the mutex was ~17% of an idle rc_roce poll loop, three round trips per
