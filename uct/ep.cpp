@@ -118,8 +118,8 @@ void ep_handle_completion(Iface* iface, const sw::Completion& c) {
             return;   // of an ep destroyed since
         }
         Ep* ep = it->second;
-        --ep->inflight;
-        --iface->inflight;
+        ep->inflight -= c.count;   // the device may report a run of them as one
+        iface->inflight -= c.count;
         if (status != UCS_OK) {
             queue_failure(iface, ep,
                           status == UCS_ERR_CANCELED ? UCS_ERR_CONNECTION_RESET : status);
@@ -406,6 +406,7 @@ ucs_status_t ep_flush(uct_ep_h tl_ep, unsigned, uct_completion_t* comp) noexcept
             ep->flush_waiters.push_back(comp);
             ep->iface->attention = true;
         }
+        ep->iface->dev->complete_lazy(ep->qpn);   // the untracked operations may be held back
         return UCS_INPROGRESS;
     })
 }

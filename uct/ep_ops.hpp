@@ -34,10 +34,11 @@ inline void unlink_op(Op* op) {
     op->ep = nullptr;
 }
 
-// Every work request is signaled, as on an IB QP where an error completes even unsignaled
-// WRs: an operation without an Op carries a tagged wr_id (bit 63, the ep's serial and QPN), so
-// its completion counts it off and reports a failure, and flush knows exactly what is done.
-// Bit 63 is the device contract's wr_id_lazy: nothing but a flush waits for these completions.
+// Every work request reports a completion, as on an IB QP where an error completes even
+// unsignaled WRs: an operation without an Op carries a tagged wr_id (bit 63, the ep's serial and
+// QPN), so its completion counts it off and reports a failure, and flush knows exactly what is
+// done. Bit 63 is the device contract's wr_id_lazy: nothing but a flush waits for these
+// completions, so the device may hold them back until the flush calls complete_lazy().
 inline constexpr uint64_t wr_id_untracked_tag = wr_id_lazy;
 inline constexpr unsigned wr_id_serial_shift = 24;
 inline constexpr uint64_t wr_id_serial_mask = (uint64_t{1} << 39) - 1;

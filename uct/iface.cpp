@@ -134,9 +134,11 @@ void deliver_am(Iface* iface, uint32_t qpn, const uint8_t* msg, size_t len) {
     uct_iface_invoke_am(&iface->super, am_id, data, static_cast<unsigned>(len - 1), 0);
 }
 
+// One progress call: what event_arm stashed, then the device's round — its progress, then
+// completions first (they free send-queue slots and complete flushes), then received messages —
+// then what waits on those (pending queues, flushes, failures).
 unsigned drain(Iface* iface) {
     unsigned count = 0;
-    RcDevice& dev = *iface->dev;
 
     // Events event_arm took out of the device (older than anything still queued there).
     if (ucs_unlikely(!iface->comp_stash.empty() || !iface->recv_stash.empty())) {
@@ -153,18 +155,13 @@ unsigned drain(Iface* iface) {
         count += static_cast<unsigned>(comps.size() + msgs.size());
     }
 
-    // Completions first: they free send-queue slots and complete flushes.
-    size_t n;
-    do {
-        n = dev.poll_completions(iface->comps.data(), iface->comps.size());
-        for (size_t i = 0; i < n; ++i) {
-            ep_handle_completion(iface, iface->comps[i]);
-        }
-        count += static_cast<unsigned>(n);
-    } while (n == iface->comps.size());
-
-    count += static_cast<unsigned>(dev.poll_recv(
-            [iface](const sw::RecvMessage& m) { deliver_am(iface, m.qpn, m.data, m.len); }, 64));
+    struct Sink final : RcDevice::ProgressSink {
+        Iface* iface;
+        explicit Sink(Iface* i) : iface(i) {}
+        void completion(const sw::Completion& c) override { ep_handle_completion(iface, c); }
+        void message(const sw::RecvMessage& m) override { deliver_am(iface, m.qpn, m.data, m.len); }
+    } sink(iface);
+    count += iface->dev->progress_round(sink, 64);
 
     ep_progress_waiting(iface, count);
     return count;
@@ -188,6 +185,7 @@ ucs_status_t iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t*
             iface->flush_waiters.push_back(comp);
             iface->attention = true;
         }
+        iface->dev->complete_lazy(0);   // the untracked operations may be held back
         UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
         return UCS_INPROGRESS;
     })
@@ -614,8 +612,7 @@ unsigned iface_progress(uct_iface_h tl_iface) noexcept {
     iface->in_progress = true;
     unsigned count = 0;
     try {
-        count = iface->dev->progress();
-        count += drain(iface);
+        count = drain(iface);
         if (iface->stats.due()) {
             write_stats(iface);
         }

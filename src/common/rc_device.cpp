@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 
 #include <cstring>
+#include <iterator>
 
 namespace roce {
 
@@ -34,6 +35,19 @@ std::string RcDevice::stats_text() const {
         out += std::to_string(value);
     }
     return out;
+}
+
+unsigned RcDevice::progress_round(ProgressSink& sink, size_t max_recv) {
+    unsigned count = progress();
+    Completion buf[64];
+    size_t n;
+    do {
+        n = poll_completions(buf, std::size(buf));
+        for (size_t i = 0; i < n; ++i)
+            sink.completion(buf[i]);
+        count += unsigned(n);
+    } while (n == std::size(buf));
+    return count + unsigned(poll_recv([&sink](const RecvMessage& m) { sink.message(m); }, max_recv));
 }
 
 } // namespace roce

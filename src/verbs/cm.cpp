@@ -375,8 +375,7 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     q->state = QpState::rts;   // ready when REP is sent, like the userspace device
     ++st_.cm_accepted;
     tokens_[q->token] = q->qpn;
-    const uint32_t qpn = q->qpn;
-    qps_[qpn] = std::move(q);
+    insert_qp(std::move(q));
 }
 
 void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id, const void* priv,

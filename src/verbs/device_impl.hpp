@@ -5,12 +5,13 @@
 //                 establish), passive accept (QP created on the request), disconnects, the CM thread
 //   pd.cpp, gid_choice.cpp: protection domain + MR table; local GID selection (src/gid policy)
 //   ud.cpp        UdQp (ud.hpp): UD datagrams with GRH handling, independent of Device
-// Locking: one recursive mutex per device (every public method and the CM thread take it).
+// Locking: one recursive lock per device (DeviceLock; every public method and the CM thread take it).
 // QPs are created by us (ibv_create_qp on our PD/CQs/SRQ) and moved through INIT/RTR/RTS with the
 // attributes rdma_init_qp_attr derives from the rdma_cm id (path, GID, PSNs, negotiated depths).
 #pragma once
 
 #include <atomic>
+#include <pthread.h>
 #include <deque>
 #include <map>
 #include <memory>
@@ -52,6 +53,43 @@ inline constexpr uint8_t conn_flag_tc = 1;
 // peer in the counters, not one per connection.
 inline constexpr uint8_t conn_flag_port = 2;
 
+// The device's lock. Recursive: callbacks run under it re-enter the device (an AM handler that
+// replies posts; a completion callback may destroy its QP). A futex word instead of
+// std::recursive_mutex: the owner thread takes it a few times per ping-pong iteration and
+// almost never meets the CM thread, and glibc's recursive mutex cost ~45 instructions per
+// lock+unlock pair more (measured with callgrind in the rxe guest, where every instruction is
+// emulated). State: 0 free, 1 held, 2 held with waiters (U. Drepper, "Futexes Are Tricky",
+// mutex 3); owner_ is only ever equal to a thread's own id while that thread holds the lock.
+class DeviceLock {
+public:
+    void lock() {
+        const pthread_t self = pthread_self();
+        if (owner_.load(std::memory_order_relaxed) == self) {
+            ++depth_;
+            return;
+        }
+        int c = 0;
+        if (!state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
+            lock_contended(c);
+        owner_.store(self, std::memory_order_relaxed);
+        depth_ = 1;
+    }
+    void unlock() {
+        if (--depth_ != 0)
+            return;
+        owner_.store(pthread_t{}, std::memory_order_relaxed);
+        if (state_.exchange(0, std::memory_order_release) == 2)
+            wake_one();
+    }
+
+private:
+    void lock_contended(int c);
+    void wake_one();
+    std::atomic<int> state_{0};
+    std::atomic<pthread_t> owner_{};
+    unsigned depth_ = 0;   // only touched by the owner
+};
+
 // One work request as the device tracks it from post to completion.
 struct WrRec {
     uint64_t seq = 0;
@@ -79,7 +117,9 @@ struct WrRec {
 // node, so every post allocated a node and every completion freed one, on the path between the
 // caller's post and the doorbell. The ring keeps its slots: it starts empty (an idle QP costs
 // nothing), doubles when full and never shrinks; a slot is reset when its element leaves, so
-// nothing it owned (registrations, buffers) outlives the work request.
+// nothing it owned (registrations, buffers) outlives the work request. Slots past the last
+// element are therefore always default-constructed: push_default() hands one out to be filled in
+// place (building a record elsewhere and moving it in copied it twice per post).
 template <typename T>
 class Ring {
 public:
@@ -88,23 +128,27 @@ public:
     T& operator[](size_t i) { return buf_[(head_ + i) & (cap_ - 1)]; }
     T& front() { return (*this)[0]; }
     T& back() { return (*this)[n_ - 1]; }
-    void push_back(T&& v) {
+    void push_back(T&& v) { push_default() = std::move(v); }
+    T& push_default() {
         if (n_ == cap_)
             grow();
-        (*this)[n_] = std::move(v);
-        ++n_;
+        return (*this)[n_++];
     }
     void pop_front() {
-        front() = T();
+        reset(front());
         head_ = (head_ + 1) & (cap_ - 1);
         --n_;
     }
     void pop_back() {
-        back() = T();
+        reset(back());
         --n_;
     }
 
 private:
+    static void reset(T& slot) {
+        std::destroy_at(&slot);
+        std::construct_at(&slot);
+    }
     void grow() {
         const size_t cap = cap_ ? 2 * cap_ : 8;
         std::unique_ptr<T[]> buf(new T[cap]);
@@ -153,6 +197,8 @@ struct VQp {
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
     uint64_t next_seq = 1;
     uint32_t unsignaled_run = 0; // posted unsignaled WRs after the last signaled one
+    bool lazy_tail = false;      // ... and all of them are lazy (wr_id_lazy): nobody waits for them
+    bool lazy_wanted = false;    // complete_lazy() was called; cleared when the QP has drained
     uint32_t signaled_inflight = 0;   // posted signaled WRs not completed yet
     bool posted_since_progress = false;
     uint32_t max_inline = 0;
@@ -199,24 +245,48 @@ public:
     Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
                          uint64_t compare, uint64_t swap, uint64_t* result) override;
     size_t outstanding(uint32_t qpn) const override;
+    void complete_lazy(uint32_t qpn) override;
 
     unsigned progress() override;
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
+    unsigned progress_round(ProgressSink& sink, size_t max_recv) override;
     int event_fd() const override { return epoll_fd_.get(); }
     // Arming the CQs costs syscalls (rxe: ibv_req_notify_cq is a command to the kernel), so the
     // next progress() arms them only when the owner asked.
     void arm_events() override { arm_requested_.store(true, std::memory_order_relaxed); }
 
     // ---- internals (mu_ held)
-    VQp* find_qp(uint32_t qpn);
+    unsigned progress_locked();
+    template <typename Fn>
+    size_t recv_locked(Fn&& fn, size_t max);
+    // Most lookups (every post, every CQE) are for one of the last two QPs (a ping-pong's client
+    // sends on its QP and receives on the passive one the server connected): last_qp_ answers
+    // them without hashing (an unordered_map lookup was ~90 instructions per post).
+    VQp* find_qp(uint32_t qpn) {
+        if (last_qp_[0] && last_qp_[0]->qpn == qpn)
+            return last_qp_[0];
+        if (last_qp_[1] && last_qp_[1]->qpn == qpn)
+            return last_qp_[1];
+        VQp* q = find_qp_slow(qpn);
+        if (q) {
+            last_qp_[1] = last_qp_[0];
+            last_qp_[0] = q;
+        }
+        return q;
+    }
+    VQp* find_qp_slow(uint32_t qpn);
+    void insert_qp(std::unique_ptr<VQp> q);
     Status new_ibv_qp(VQp& q);
     Status admit(uint32_t qpn, VQp*& q);   // checks before a post
-    Status submit(VQp& q, WrRec&& r);      // queue, and post if RTS
+    WrRec& new_wr(VQp& q) { return q.sq.push_default(); }   // built in place at the back of sq
+    Status drop_new_wr(VQp& q, Status s) { q.sq.pop_back(); return s; }   // ... not submitted after all
+    Status submit(VQp& q);                 // the new WR at the back of sq: count it, post if RTS
     bool post_hw(VQp& q, WrRec& r);        // one WR to the HCA
     void post_pending(VQp& q);
     void reclaim_tail(VQp& q);             // signaled zero-length WRITE after an unsignaled tail
     int take_bounce();
+    void want_lazy_tails();
     uint8_t* bounce_ptr(int slot) { return bounce_buf_.get() + size_t(slot) * cfg_.bounce_size; }
     Status stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total);
     Status stage_local(WrRec& r, void* local, size_t len, bool write_to_local);
@@ -225,7 +295,7 @@ public:
     void fail_qp(VQp& q, Status st);   // QP -> error: pending WRs complete with st; posted ones flush
     void release_qp(VQp& q, Status st);          // destroy HW QP, complete everything with st
     void erase_qp(uint32_t qpn);
-    unsigned poll_cqs();
+    unsigned poll_cqs(bool all = false);   // all: the send CQ too, whatever is in flight
     void handle_send_wc(const ibv_wc& wc);
     void notify();
     void repost_recv(uint32_t idx);
@@ -271,7 +341,7 @@ public:
     WireAddr addr_{};
     ibv_device_attr dev_attr_{};
     ibv_port_attr port_attr_{};
-    mutable std::recursive_mutex mu_;
+    mutable DeviceLock mu_;
     DeviceStats st_{};
 
     CompChannelPtr channel_;
@@ -284,7 +354,10 @@ public:
     std::vector<int> bounce_free_;
     uint32_t signal_every_ = 1;
 
-    std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;
+    std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;   // changed by insert_qp/erase_qp only
+    VQp* last_qp_[2] = {};                                     // find_qp's cache: in qps_ or null
+    uint32_t signaled_inflight_ = 0;   // over all QPs (VQp::signaled_inflight)
+    uint32_t send_poll_skips_ = 0;     // poll_cqs rounds without polling the send CQ
     std::map<std::string, VQpStats> closed_qps_;   // erased QPs' counters, per peer address
     std::unordered_map<uint64_t, uint32_t> tokens_;   // rdma_cm id context -> qpn
     uint64_t next_token_ = 2;                          // 1 = the listener
@@ -295,13 +368,14 @@ public:
     cc::CcMode cc_mode_ = cc::CcMode::off;             // of every QP (resolve_cc_mode at init)
     double line_rate_bps_ = 0;
 
-    std::deque<Completion> cq_;
+    // Rings, not std::deques (whose node bookkeeping was ~60 instructions per ping-pong iteration).
+    Ring<Completion> cq_;
     struct RecvEntry {
         uint32_t idx, len, qpn;
         bool has_imm;
         uint32_t imm;
     };
-    std::deque<RecvEntry> rq_;
+    Ring<RecvEntry> rq_;
     // Sizes of cq_ and rq_ for the owner's poll_completions/poll_recv, read without mu_: a busy-
     // polling owner calls them after every progress(), and most calls find nothing (measured
     // in the rxe guest: the mutex was ~17% of an idle rc_roce poll loop, three round trips per
