@@ -37,6 +37,7 @@
 #include "common/log.hpp"
 #include "verbs/device_impl.hpp"
 #include "verbs/ports.hpp"
+#include "verbs/recv_chain.hpp"
 
 namespace roce::verbs {
 
@@ -319,27 +320,16 @@ void DeviceImpl::notify() {
 }
 
 void DeviceImpl::flush_reposts() {
-    constexpr size_t chain = 16;
-    ibv_sge sge[chain];
-    ibv_recv_wr wr[chain];
-    for (size_t done = 0; done < repost_.size();) {
-        const size_t n = std::min(chain, repost_.size() - done);
-        for (size_t i = 0; i < n; ++i) {
-            const uint32_t idx = repost_[done + i];
-            sge[i] = {reinterpret_cast<uintptr_t>(recv_buf_.get() + size_t(idx) * cfg_.max_recv_msg),
-                      cfg_.max_recv_msg, recv_mr_->lkey};
-            wr[i] = {};
-            wr[i].wr_id = idx;
-            wr[i].sg_list = &sge[i];
-            wr[i].num_sge = 1;
-            wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
-        }
-        ibv_recv_wr* bad = nullptr;
-        if (const int rc = ibv_post_srq_recv(srq_.get(), wr, &bad); rc != 0)
-            ROCE_ERROR("verbs: %s: ibv_post_srq_recv failed: %s (receive buffers are lost)",
-                       cfg_.dev_name.c_str(), std::strerror(rc));
-        done += n;
-    }
+    const int rc = post_recv_chain(
+            repost_, 0,
+            [&](uint32_t idx) {
+                return ibv_sge{reinterpret_cast<uintptr_t>(recv_buf_.get() + size_t(idx) * cfg_.max_recv_msg),
+                               cfg_.max_recv_msg, recv_mr_->lkey};
+            },
+            [&](ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_srq_recv(srq_.get(), wr, bad); });
+    if (rc != 0)
+        ROCE_ERROR("verbs: %s: ibv_post_srq_recv failed: %s (receive buffers are lost)",
+                   cfg_.dev_name.c_str(), std::strerror(rc));
     repost_.clear();
 }
 
