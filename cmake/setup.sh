@@ -14,7 +14,7 @@ packages=(
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
   libpcap-dev tshark iproute2 python3
   librdmacm-dev lammps hpcc python3-matplotlib libhwloc-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev valgrind
 )
 
 need=()
