@@ -1,7 +1,11 @@
 #include "common/netns.hpp"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +47,34 @@ Status in_netns(const std::string& ns, const std::function<void()>& fn, std::str
     if (exc)
         std::rethrow_exception(exc);
     return st;
+}
+
+int socket_beside(int ref, int domain, int type, int protocol) {
+    const int ns = ::ioctl(ref, SIOCGSKNS);
+    if (ns < 0)
+        return ::socket(domain, type, protocol);
+    struct stat theirs {}, ours {};
+    const bool here = ::fstat(ns, &theirs) == 0 && ::stat("/proc/thread-self/ns/net", &ours) == 0 &&
+                      theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
+    int fd = -1, err = 0;
+    if (here) {
+        fd = ::socket(domain, type, protocol);
+        err = errno;
+    } else {
+        std::thread t([&] {   // as in_netns: the caller's thread stays where it is
+            if (::setns(ns, CLONE_NEWNET) != 0) {
+                err = errno;
+                return;
+            }
+            fd = ::socket(domain, type, protocol);
+            err = errno;
+        });
+        t.join();
+    }
+    ::close(ns);
+    if (fd < 0)
+        errno = err;
+    return fd;
 }
 
 } // namespace roce

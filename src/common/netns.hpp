@@ -18,4 +18,12 @@ namespace roce {
 // cannot be opened or joined (no such name, not permitted).
 Status in_netns(const std::string& ns, const std::function<void()>& fn, std::string& err);
 
+// socket(2) in the network namespace of the socket `ref`, whichever namespace the calling thread
+// is in. A device opened under UCX_ROCE_NETNS creates sockets later too (a class socket when a
+// connection negotiates another priority), on whatever thread runs the connection manager then:
+// the application's, or a thread started in the namespace. Where the namespace of `ref` cannot be
+// read (SIOCGSKNS needs CAP_NET_ADMIN: then no namespace was joined either), creates it here.
+// Returns the descriptor, or -1 with errno set.
+int socket_beside(int ref, int domain, int type, int protocol);
+
 } // namespace roce

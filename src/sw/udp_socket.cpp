@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/log.hpp"
+#include "common/netns.hpp"
 
 std::string roce::WireAddr::to_string() const {
     char buf[INET6_ADDRSTRLEN] = "?";
@@ -180,7 +181,8 @@ Status UdpSocket::open_sibling(UdpSocket& main, uint8_t traffic_class, uint8_t p
         }
         main.shares_port_ = true;
     }
-    fd_ = ::socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    // In main's network namespace: this may run on a thread outside it (UCX_ROCE_NETNS).
+    fd_ = socket_beside(main.fd_, fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
         ROCE_ERROR("socket(): %s", strerror(errno));
         return Status::io_error;

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <thread>
 
 #include "gid/traffic_class.hpp"
 #include "sw/cm.hpp"
@@ -332,4 +337,59 @@ TEST(SwTrafficClass, PriorityConfiguredOnOneSideHoldsBothWays) {
     EXPECT_TRUE(sw::testing::run_until({&p.a}, [&] { return p.a.dev->stats().rx_packets >= rx_before + 32; }, 2));
     EXPECT_EQ(p.a.dev->stats().rx_packets - rx_before, 32u);
     EXPECT_EQ(queued_bytes(a_fds[1]), 0);
+}
+
+namespace {
+
+// The inode of the network namespace socket fd lives in (0 when it cannot be read).
+ino_t netns_of(int fd) {
+    const int ns = ::ioctl(fd, SIOCGSKNS);
+    if (ns < 0)
+        return 0;
+    struct stat st {};
+    ::fstat(ns, &st);
+    ::close(ns);
+    return st.st_ino;
+}
+
+} // namespace
+
+// A device opened in another network namespace (UCX_ROCE_NETNS) opens class sockets later, on
+// whichever thread runs its connection manager: they must live beside the device's socket, not in
+// the calling thread's namespace (seen in the rxe guest: bind failed with EADDRNOTAVAIL there and
+// the connection's priority, so its VLAN PCP, was lost in one direction).
+TEST(SwTrafficClass, ClassSocketJoinsTheDevicesNamespace) {
+    UdpSocket main;
+    Status st = Status::io_error;
+    bool skipped = false;
+    std::thread t([&] {   // a fresh namespace with its loopback up, for this thread only
+        if (::unshare(CLONE_NEWNET) != 0) {
+            skipped = true;
+            return;
+        }
+        const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ifreq ifr{};
+        std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+        ::ioctl(fd, SIOCGIFFLAGS, &ifr);
+        ifr.ifr_flags = short(ifr.ifr_flags | IFF_UP);
+        ::ioctl(fd, SIOCSIFFLAGS, &ifr);
+        ::close(fd);
+        st = main.open("127.0.0.1", 0, 106, 0, false);
+    });
+    t.join();
+    if (skipped)
+        GTEST_SKIP() << "unshare(CLONE_NEWNET) refused (needs root)";
+    ASSERT_EQ(st, Status::ok);
+    const ino_t ns = netns_of(main.fd());
+    if (ns == 0)
+        GTEST_SKIP() << "SIOCGSKNS refused";
+    const int here = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const ino_t ours = netns_of(here);
+    ::close(here);
+    ASSERT_NE(ns, ours) << "the test thread is elsewhere";
+
+    UdpSocket sibling;   // from this thread, outside the device's namespace
+    ASSERT_EQ(sibling.open_sibling(main, 106, 5), Status::ok);
+    EXPECT_EQ(netns_of(sibling.fd()), ns);
+    EXPECT_EQ(so_priority(sibling.fd()), 5);
 }
