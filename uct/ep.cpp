@@ -227,6 +227,11 @@ void ep_progress_waiting(Iface* iface, unsigned& count) {
                     continue;
                 }
             }
+            if (!ep->flush_waiters.empty()) {
+                // Operations posted after the flush began (from a callback, another thread) are
+                // waited for too: keep asking the device to complete lazy ones.
+                iface->dev->complete_lazy(ep->qpn);
+            }
             if (!ep->pending.empty() || !ep->flush_waiters.empty() || !ep->amo_retry.empty() ||
                 ep->tx_blocked) {
                 again = true;
@@ -242,6 +247,7 @@ void ep_progress_waiting(Iface* iface, unsigned& count) {
                     ++count;
                 }
             } else {
+                iface->dev->complete_lazy(0);   // as for an ep's flush above
                 again = true;
             }
         }

@@ -1036,6 +1036,13 @@ unsigned DeviceImpl::progress_locked() {
             ++i;   // nobody waits for these yet (complete_lazy)
             continue;
         }
+        if (q->n_posted != q->sq.size()) {
+            // WRs held back (congestion window, READ cap) sit after the tail: a reclaim posted now
+            // would overtake them in the queue, and post_pending would post it again instead of
+            // them. They go out signaled or not later; the tail waits for that.
+            ++i;
+            continue;
+        }
         if (q->posted_since_progress) {
             q->posted_since_progress = false;
             ++i;
