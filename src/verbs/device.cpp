@@ -1024,7 +1024,9 @@ unsigned DeviceImpl::progress_locked() {
             recv_armed_ = recv_maybe_ev_ = false;
         }
     }
-    // Unsignaled tails of QPs the caller stopped posting on.
+    // Unsignaled tails of QPs the caller stopped posting on. A caller about to sleep on the
+    // event fd (arm requested) posts nothing more: a wanted tail goes now, or no event would come.
+    const bool arming = arm_requested_.load(std::memory_order_relaxed);
     for (size_t i = 0; i < tails_.size();) {
         VQp* q = find_qp(tails_[i]);
         if (!q || q->unsignaled_run == 0 || q->state != QpState::rts) {
@@ -1043,7 +1045,7 @@ unsigned DeviceImpl::progress_locked() {
             ++i;
             continue;
         }
-        if (q->posted_since_progress) {
+        if (q->posted_since_progress && !arming) {
             q->posted_since_progress = false;
             ++i;
             continue;
