@@ -15,6 +15,33 @@
 
 namespace roce {
 
+namespace {
+
+// Runs fn on a short-lived thread joined to the namespace `nsfd`: setns(CLONE_NEWNET) changes only
+// the calling thread, so the caller's own threads stay where they are. Returns 0, or the errno of
+// a refused setns (fn not run). Exceptions of fn are rethrown here.
+int run_in_netns(int nsfd, const std::function<void()>& fn) {
+    int err = 0;
+    std::exception_ptr exc;
+    std::thread t([&] {
+        if (::setns(nsfd, CLONE_NEWNET) != 0) {
+            err = errno;
+            return;
+        }
+        try {
+            fn();
+        } catch (...) {
+            exc = std::current_exception();
+        }
+    });
+    t.join();
+    if (exc)
+        std::rethrow_exception(exc);
+    return err;
+}
+
+} // namespace
+
 Status in_netns(const std::string& ns, const std::function<void()>& fn, std::string& err) {
     if (ns.empty()) {
         fn();
@@ -26,27 +53,15 @@ Status in_netns(const std::string& ns, const std::function<void()>& fn, std::str
         err = "network namespace " + path + ": " + std::strerror(errno);
         return Status::no_device;
     }
-    Status st = Status::ok;
-    std::exception_ptr exc;
-    // setns(CLONE_NEWNET) changes only the calling thread: a short-lived thread joins the
-    // namespace, the caller's own threads stay where they are.
-    std::thread t([&] {
-        if (::setns(fd, CLONE_NEWNET) != 0) {
-            err = "cannot enter network namespace " + path + ": " + std::strerror(errno);
-            st = Status::no_device;
-            return;
-        }
-        try {
-            fn();
-        } catch (...) {
-            exc = std::current_exception();
-        }
-    });
-    t.join();
-    ::close(fd);
-    if (exc)
-        std::rethrow_exception(exc);
-    return st;
+    struct Close {
+        int fd;
+        ~Close() { ::close(fd); }
+    } close_fd{fd};
+    if (const int e = run_in_netns(fd, fn); e != 0) {
+        err = "cannot enter network namespace " + path + ": " + std::strerror(e);
+        return Status::no_device;
+    }
+    return Status::ok;
 }
 
 int socket_beside(int ref, int domain, int type, int protocol) {
@@ -57,20 +72,14 @@ int socket_beside(int ref, int domain, int type, int protocol) {
     const bool here = ::fstat(ns, &theirs) == 0 && ::stat("/proc/thread-self/ns/net", &ours) == 0 &&
                       theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
     int fd = -1, err = 0;
-    if (here) {
+    auto make = [&] {
         fd = ::socket(domain, type, protocol);
         err = errno;
-    } else {
-        std::thread t([&] {   // as in_netns: the caller's thread stays where it is
-            if (::setns(ns, CLONE_NEWNET) != 0) {
-                err = errno;
-                return;
-            }
-            fd = ::socket(domain, type, protocol);
-            err = errno;
-        });
-        t.join();
-    }
+    };
+    if (here)
+        make();
+    else if (const int e = run_in_netns(ns, make); e != 0)
+        err = e;
     ::close(ns);
     if (fd < 0)
         errno = err;
