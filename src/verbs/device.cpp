@@ -130,7 +130,7 @@ Status DeviceImpl::init() {
     tc_ = gid::resolve_traffic_class(cfg_.gid, gid_ctx_.port.default_tclass);
     ROCE_INFO("verbs: %s port %u: GID index %d (%s); traffic class %s", name, unsigned(cfg_.port), gid_.index,
               gid_.reason.c_str(), tc_.str().c_str());
-    signal_every_ = std::clamp<uint32_t>(cfg_.signal_every, 1, std::max<uint32_t>(1, cfg_.sq_depth / 2));
+    signal_every_ = signal_interval(cfg_.signal_every, cfg_.sq_depth);
 
     channel_.reset(ibv_create_comp_channel(ctx));
     if (!channel_ || !set_nonblock(channel_->fd)) {

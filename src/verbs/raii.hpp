@@ -3,6 +3,8 @@
 // a leak or a bug, never something the caller can act on) and never throws.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <infiniband/verbs.h>
 #include <memory>
 #include <rdma/rdma_cma.h>
@@ -59,6 +61,12 @@ inline ibv_qp* create_qp_inline_or_not(ibv_pd* pd, ibv_qp_init_attr& a) {
         qp = ibv_create_qp(pd, &a);
     }
     return qp;
+}
+
+// Completion moderation: one send in `requested` asks for a completion, at most one in half the
+// send queue, so a full queue always holds a signaled work request whose completion frees it.
+inline uint32_t signal_interval(uint32_t requested, uint32_t sq_depth) {
+    return std::clamp<uint32_t>(requested, 1, std::max<uint32_t>(1, sq_depth / 2));
 }
 
 // A file descriptor.

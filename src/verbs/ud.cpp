@@ -127,7 +127,7 @@ Status UdQpImpl::init() {
     }
     max_inline_ = ia.cap.max_inline_data;
     max_sge_ = std::max<uint32_t>(1, ia.cap.max_send_sge);
-    signal_every_ = std::clamp<uint32_t>(cfg_.signal_every, 1, std::max<uint32_t>(1, cfg_.sq_depth / 2));
+    signal_every_ = signal_interval(cfg_.signal_every, cfg_.sq_depth);
     repost_batch_ = std::clamp<size_t>(cfg_.recv_buffers / 4, 1, 16);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
