@@ -20,6 +20,9 @@ extern "C" {
 #include <ucs/time/time.h>
 }
 
+#include <sched.h>
+
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <deque>
@@ -31,6 +34,8 @@ extern "C" {
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.hpp"
+#include "common/idle_yield.hpp"
 #include "common/status.hpp"
 #include "config_table.hpp"
 #include "stats_file.hpp"
@@ -257,9 +262,25 @@ struct Iface {
     std::vector<std::pair<uint32_t, ucs_status_t>> failures;
     bool attention = false;          // some ep has pending requests, flush waiters, CAS retries
     bool in_progress = false;
+    IdleYield idle_yield;            // UCX_RC_ROCE_IDLE_YIELD
     StatsFile stats;                 // UCX_RC_ROCE_STATS_DIR
 };
 static_assert(std::is_standard_layout_v<Iface>, "uct_iface_h must point at Iface::super");
+
+// After a progress call that handled `events`: give the CPU away if the owner has been polling
+// for nothing long enough (common/idle_yield.hpp says why).
+// Only a worker that one thread drives without locks may yield: a UCP worker in multi-thread
+// mode calls progress under its spinlock, and yielding with it held lets the other threads spin on
+// it (measured: mpi_threads with 4 threads per rank stalled past its 90 s limit).
+inline IdleYield idle_yield_for(uct_worker_h worker, double after_s) {
+    const bool single = reinterpret_cast<uct_priv_worker_t*>(worker)->thread_mode == UCS_THREAD_MODE_SINGLE;
+    return IdleYield(single ? uint64_t(std::max(0.0, after_s) * 1e9) : 0);
+}
+
+inline void yield_if_idle(IdleYield& y, unsigned events) {
+    if (y.should_yield(events, events != 0 ? 0 : now_ns()))
+        sched_yield();
+}
 
 inline Iface* to_iface(uct_iface_h h) { return reinterpret_cast<Iface*>(h); }
 inline Ep* to_ep(uct_ep_h h) { return reinterpret_cast<Ep*>(h); }

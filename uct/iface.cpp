@@ -519,6 +519,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
         set_log_level(core_log_level(config.log_level));
 
         auto iface = std::make_unique<Iface>();
+        iface->idle_yield = idle_yield_for(worker, config.idle_yield);
         status = UCS_CLASS_INIT(uct_base_iface_t, &iface->super, &iface_ops, &iface_internal_ops,
                                 tl_md, worker, params, tl_config
                                 UCS_STATS_ARG((params->field_mask &
@@ -613,6 +614,7 @@ unsigned iface_progress(uct_iface_h tl_iface) noexcept {
     unsigned count = 0;
     try {
         count = drain(iface);
+        yield_if_idle(iface->idle_yield, count);
         if (iface->stats.due()) {
             write_stats(iface);
         }

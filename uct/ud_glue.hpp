@@ -37,6 +37,7 @@ struct UdIface {
     std::vector<uct_completion_t*> flush_waiters;
     std::vector<std::pair<ud::Transport::PeerId, Status>> failures;   // reported after progress
     bool in_progress = false;
+    IdleYield idle_yield;                     // UCX_UD_ROCE_IDLE_YIELD
     bool async_callbacks = false;             // UCT_CB_FLAG_ASYNC handlers run in the thread
     StatsFile stats;                          // UCX_UD_ROCE_STATS_DIR
 };

@@ -100,23 +100,26 @@ void write_ud_stats(UdIface* iface) {
 
 unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
-    AsyncGuard guard(iface);
-    if (iface->in_progress) {
-        return 0;   // an AM handler called progress: the outer call finishes the work
-    }
-    iface->in_progress = true;
     unsigned count = 0;
-    try {
-        count = iface->tr->progress();
-        ud_progress_waiting(iface, count);
-        if (iface->stats.due()) {
-            write_ud_stats(iface);
+    {
+        AsyncGuard guard(iface);
+        if (iface->in_progress) {
+            return 0;   // an AM handler called progress: the outer call finishes the work
         }
-        ud_report_failures(iface, count);
-    } catch (...) {
-        exception_status("ud_iface_progress");
+        iface->in_progress = true;
+        try {
+            count = iface->tr->progress();
+            ud_progress_waiting(iface, count);
+            if (iface->stats.due()) {
+                write_ud_stats(iface);
+            }
+            ud_report_failures(iface, count);
+        } catch (...) {
+            exception_status("ud_iface_progress");
+        }
+        iface->in_progress = false;
     }
-    iface->in_progress = false;
+    yield_if_idle(iface->idle_yield, count);   // not holding the async lock
     return count;
 }
 
@@ -444,6 +447,7 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
             return status;
         }
         auto iface = std::make_unique<UdIface>();
+        iface->idle_yield = idle_yield_for(worker, config.idle_yield);
         status = UCS_CLASS_INIT(uct_base_iface_t, &iface->super, &ud_iface_ops,
                                 &ud_iface_internal_ops, tl_md, worker, params, tl_config
                                 UCS_STATS_ARG((params->field_mask &
