@@ -58,11 +58,13 @@
       "at close (the file stays: the counters at exit); roce_doctor counters DIR shows them. " \
       "Empty: off.")                                                                           \
     X(idle_yield, double, "IDLE_YIELD", "5us", TIME,                                           \
-      "While the machine has more runnable tasks than CPUs (/proc/loadavg, sampled every "     \
-      "10 ms while idle), a progress call that finds nothing after this long without events " \
-      "yields the CPU (sched_yield), so that the peer a busy-polling rank waits for gets to "  \
-      "run (Open MPI yields only once per 100 polls under pml ucx). Measured on 2 cores, MPI " \
-      "8 B message rate of 4 pairs: 1.0-1.2 M msg/s without, ~2.1 with. 0: never yield.")     \
+      "Userspace device: once the owner's progress calls have found nothing for this long "   \
+      "(and 8 in a row), "                                                                     \
+      "each further empty one yields the CPU (sched_yield) while the machine has over twice "  \
+      "as many runnable tasks as CPUs (/proc/loadavg, 3 samples 10 ms apart while idle), so "  \
+      "that the peer a busy-polling rank waits for gets to run (Open MPI yields only once per " \
+      "100 polls under pml ucx). Not on multi-threaded workers. Measured on 2 cores, MPI 8 B " \
+      "message rate of 4 pairs: 1.0-1.2 M msg/s without, 1.5-2.2 with. 0: never yield.")     \
     X(log_level, unsigned, "LOG_LEVEL", "warn", LOG_LEVEL,                                     \
       "Verbosity of the RoCE core (error, warn, info, debug); messages go to the UCX log, "   \
       "so UCX_LOG_LEVEL must allow them too.")

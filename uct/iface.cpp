@@ -519,7 +519,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
         set_log_level(core_log_level(config.log_level));
 
         auto iface = std::make_unique<Iface>();
-        iface->idle_yield = idle_yield_for(worker, config.idle_yield);
+        iface->idle_yield = idle_yield_for(worker, reinterpret_cast<Md*>(tl_md)->is_verbs(), config.idle_yield);
         status = UCS_CLASS_INIT(uct_base_iface_t, &iface->super, &iface_ops, &iface_internal_ops,
                                 tl_md, worker, params, tl_config
                                 UCS_STATS_ARG((params->field_mask &

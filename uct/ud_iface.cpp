@@ -447,7 +447,7 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
             return status;
         }
         auto iface = std::make_unique<UdIface>();
-        iface->idle_yield = idle_yield_for(worker, config.idle_yield);
+        iface->idle_yield = idle_yield_for(worker, md->is_verbs(), config.idle_yield);
         status = UCS_CLASS_INIT(uct_base_iface_t, &iface->super, &ud_iface_ops,
                                 &ud_iface_internal_ops, tl_md, worker, params, tl_config
                                 UCS_STATS_ARG((params->field_mask &

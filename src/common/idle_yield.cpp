@@ -32,25 +32,31 @@ bool cpus_oversubscribed() {
     const long runnable = std::strtol(p, &end, 10);
     if (end == p || *end != '/')
         return false;
-    return cpus > 0 && runnable >= cpus + 2;
+    return cpus > 0 && runnable > 2 * cpus;
 }
 
-bool IdleYield::should_yield(unsigned events, uint64_t now) {
+bool IdleYield::should_yield(unsigned events, Clock clock) {
     if (events != 0 || after_ns_ == 0) {
-        idle_since_ = 0;
+        empty_ = 0;
+        yield_ = false;
         return false;
     }
-    if (idle_since_ == 0) {
-        idle_since_ = now != 0 ? now : 1;
-        return false;
+    // The clock (a helper call per read in a TCG guest) is read once per quiet_polls empty polls;
+    // the polls in between repeat the last decision.
+    if (++empty_ % quiet_polls != 0)
+        return yield_;
+    const uint64_t now = clock();
+    if (empty_ == quiet_polls) {
+        idle_since_ = now;
+        return yield_ = false;
     }
     if (now < idle_since_ || now - idle_since_ < after_ns_)
-        return false;
+        return yield_ = false;
     if (now >= next_probe_) {
-        crowded_ = probe_();
+        streak_ = probe_() ? streak_ + 1 : 0;
         next_probe_ = now + probe_interval_ns;
     }
-    return crowded_;
+    return yield_ = streak_ >= crowded_probes;
 }
 
 } // namespace roce
