@@ -616,3 +616,87 @@ TEST_F(VerbsRxe, OversizeSendAndBadReadKey) {
     EXPECT_EQ(local, std::vector<uint8_t>(4096, 0));
     EXPECT_EQ(pd->dereg_mr(rk.lkey), Status::ok);
 }
+
+// Lazy inline SENDs go out without a work-request record (post_send_untracked), interleaved with
+// tracked SENDs and with lazy ones of another wr_id: every message arrives once and in order,
+// the lazy completions add up to exactly what was posted per wr_id, and a tracked completion comes
+// only after those of the lazy SENDs posted before it (RC completes in order).
+TEST_F(VerbsRxe, UntrackedLazySendsCompleteInOrder) {
+    const uint32_t q = connect();
+    const uint64_t lazy1 = wr_id_lazy | 1, lazy2 = wr_id_lazy | 2;
+    std::map<uint64_t, uint64_t> posted_lazy;        // wr_id -> count
+    std::vector<std::pair<uint64_t, uint64_t>> before;   // tracked wr_id -> lazy1 posted before it
+    const int n = 3000;
+    for (int i = 0; i < n; ++i) {
+        uint32_t payload[2] = {uint32_t(i), 0xabcd0000u | uint32_t(i & 0xffff)};
+        iovec iov{payload, sizeof(payload)};
+        uint64_t id = i % 97 == 0 ? 1000 + uint64_t(i) : (i / 7) % 2 ? lazy1 : lazy2;
+        Status s;
+        while ((s = a->post_send(q, id, &iov, 1)) == Status::no_resource) {
+            a->complete_lazy(q);
+            pump();
+        }
+        ASSERT_EQ(s, Status::ok) << i;
+        if (id & wr_id_lazy)
+            ++posted_lazy[id];
+        else
+            before.emplace_back(id, posted_lazy[lazy1]);
+        if (i % 50 == 0)
+            pump();   // the receiver keeps up (RNR otherwise)
+    }
+    a->complete_lazy(q);
+    ASSERT_TRUE(wait([&] { return a->outstanding(q) == 0 && msgs.size() == size_t(n); }, 60))
+            << a->outstanding(q) << " outstanding, " << msgs.size() << " received";
+    EXPECT_GT(a->stats().untracked_sends, uint64_t(n) / 2) << "the untracked path was not taken";
+    for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(msgs[size_t(i)].data.size(), 8u);
+        uint32_t got[2];
+        std::memcpy(got, msgs[size_t(i)].data.data(), 8);
+        ASSERT_EQ(got[0], uint32_t(i)) << "message " << i << " out of order";
+        ASSERT_EQ(got[1], 0xabcd0000u | uint32_t(i & 0xffff));
+    }
+    std::map<uint64_t, uint64_t> completed_lazy;
+    size_t tracked = 0;
+    for (const Completion& c : comps) {
+        ASSERT_EQ(c.status, Status::ok);
+        if (c.wr_id & wr_id_lazy) {
+            completed_lazy[c.wr_id] += c.count;
+            continue;
+        }
+        ASSERT_EQ(c.count, 1u);
+        ASSERT_LT(tracked, before.size());
+        EXPECT_EQ(c.wr_id, before[tracked].first) << "tracked completions out of order";
+        EXPECT_GE(completed_lazy[lazy1], before[tracked].second)
+                << "tracked WR " << c.wr_id << " completed before lazy SENDs posted ahead of it";
+        ++tracked;
+    }
+    EXPECT_EQ(tracked, before.size());
+    EXPECT_EQ(completed_lazy, posted_lazy);
+}
+
+// Untracked lazy SENDs outstanding when the QP is destroyed: each is accounted for exactly once
+// (completed or canceled), nothing stays outstanding.
+TEST_F(VerbsRxe, DestroyWithUntrackedSendsAccountsForAll) {
+    const uint32_t q = connect();
+    const uint64_t lazy = wr_id_lazy | 7;
+    uint64_t posted = 0;
+    for (int i = 0; i < 200; ++i) {
+        uint64_t v = uint64_t(i);
+        iovec iov{&v, sizeof(v)};
+        if (a->post_send(q, lazy, &iov, 1) != Status::ok)
+            break;
+        ++posted;
+    }
+    ASSERT_GT(posted, 0u);
+    EXPECT_GT(a->stats().untracked_sends, 0u);
+    ASSERT_EQ(a->destroy_qp(q), Status::ok);
+    pump();
+    uint64_t accounted = 0;
+    for (const Completion& c : comps) {
+        ASSERT_EQ(c.wr_id, lazy);
+        EXPECT_TRUE(c.status == Status::ok || c.status == Status::canceled) << to_string(c.status);
+        accounted += c.count;
+    }
+    EXPECT_EQ(accounted, posted);
+    EXPECT_EQ(a->outstanding(0), 0u);
+}

@@ -42,10 +42,6 @@
 namespace roce::verbs {
 
 namespace {
-constexpr uint64_t seq_mask = (uint64_t(1) << 40) - 1;
-constexpr uint64_t gen_mask = 0xffffff;
-
-uint64_t ibv_wr_id(const VQp& q, uint64_t seq) { return (q.gen & gen_mask) << 40 | (seq & seq_mask); }
 
 Status status_of(ibv_wc_status s) {
     switch (s) {
@@ -244,7 +240,8 @@ RcDevice::Counters DeviceImpl::counters() const {
 #define ROCE_VERBS_STAT(f) out.emplace_back(#f, st.f);
     ROCE_VERBS_STAT(sends) ROCE_VERBS_STAT(writes) ROCE_VERBS_STAT(reads) ROCE_VERBS_STAT(atomics)
     ROCE_VERBS_STAT(inline_sends) ROCE_VERBS_STAT(bounce_copies) ROCE_VERBS_STAT(temp_regs)
-    ROCE_VERBS_STAT(signaled) ROCE_VERBS_STAT(unsignaled) ROCE_VERBS_STAT(send_cqes)
+    ROCE_VERBS_STAT(signaled) ROCE_VERBS_STAT(unsignaled) ROCE_VERBS_STAT(untracked_sends)
+    ROCE_VERBS_STAT(send_cqes)
     ROCE_VERBS_STAT(recv_cqes) ROCE_VERBS_STAT(recv_errors) ROCE_VERBS_STAT(cm_established)
     ROCE_VERBS_STAT(cm_rejected) ROCE_VERBS_STAT(cm_errors) ROCE_VERBS_STAT(wr_errors)
 #undef ROCE_VERBS_STAT
@@ -270,7 +267,7 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
     for (const auto& [qpn, q] : qps_) {
         QpCounters c{qpn, q->dest_qpn, q->peer.to_string(), q->state, {}};
         c.counters = qp_stat_list(q->st);
-        c.counters.emplace_back("outstanding_now", q->sq.size());
+        c.counters.emplace_back("outstanding_now", q->sq.size() + q->n_anon);
         if (q->cc && q->cc->delay()) {
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(q->cc->cwnd_bytes()));
             c.counters.emplace_back("srtt_us_now", uint64_t(q->cc->delay()->srtt() / 1000));
@@ -393,23 +390,23 @@ size_t DeviceImpl::outstanding(uint32_t qpn) const {
     std::lock_guard lk(mu_);
     if (qpn != 0) {
         auto it = qps_.find(qpn);
-        return it == qps_.end() ? 0 : it->second->sq.size() - it->second->n_internal - it->second->n_pieces;
+        return it == qps_.end() ? 0 : it->second->sq.size() - it->second->n_internal - it->second->n_pieces + it->second->n_anon;
     }
     size_t n = 0;
     for (auto& [k, q] : qps_)
-        n += q->sq.size() - q->n_internal - q->n_pieces;
+        n += q->sq.size() - q->n_internal - q->n_pieces + q->n_anon;
     return n;
 }
 
 void DeviceImpl::complete_lazy(uint32_t qpn) {
     std::lock_guard lk(mu_);
     if (qpn != 0) {
-        if (VQp* q = find_qp(qpn); q && !q->sq.empty())
+        if (VQp* q = find_qp(qpn); q && (!q->sq.empty() || q->n_anon))
             q->lazy_wanted = true;
         return;
     }
     for (auto& [n, q] : qps_) {
-        if (!q->sq.empty())
+        if (!q->sq.empty() || q->n_anon)
             q->lazy_wanted = true;
     }
 }
@@ -478,7 +475,10 @@ void DeviceImpl::release_qp(VQp& q, Status st) {
         q.sq.pop_front();
         finish(q, r, st);
     }
-    q.n_posted = q.n_internal = q.n_pieces = 0;
+    total_wrs_ -= q.n_anon;
+    for (; !q.anon.empty(); q.anon.pop_front())
+        finish_anon(q, q.anon.front().wr_id, q.anon.front().count, st);
+    q.n_posted = q.n_internal = q.n_pieces = q.n_anon = 0;
     signaled_inflight_ -= q.signaled_inflight;
     q.signaled_inflight = q.unsignaled_run = 0;
     q.lazy_tail = q.lazy_wanted = false;
@@ -520,7 +520,7 @@ Status DeviceImpl::admit(uint32_t qpn, VQp*& q) {
         return Status::invalid_param;
     if (q->state == QpState::error)
         return Status::canceled;
-    if (q->sq.size() - q->n_internal - q->n_pieces >= cfg_.sq_depth)
+    if (q->sq.size() - q->n_internal - q->n_pieces + q->n_anon >= cfg_.sq_depth)
         return Status::no_resource;
     if (total_wrs_ + 2 > cfg_.cq_size) {
         want_lazy_tails();
@@ -770,6 +770,8 @@ Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, siz
         total += iov[i].iov_len;
     if (total > 0x7fffffffu)
         return Status::invalid_param;
+    if ((wr_id & wr_id_lazy) && post_send_untracked(*q, wr_id, iov, iovcnt, imm, total))
+        return Status::ok;
     WrRec& r = new_wr(*q);
     r.wr_id = wr_id;
     r.op = OpKind::send;
@@ -906,12 +908,34 @@ Status DeviceImpl::post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_v
 void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
     ++st_.send_cqes;
     VQp* q = find_qp(wc.qp_num);
-    if (!q || (wc.wr_id >> 40) != (q->gen & gen_mask))
+    if (!q || (wc.wr_id >> 40) != (q->gen & wr_gen_mask))
         return;   // a QP destroyed since (its WRs were completed as canceled then)
-    const uint64_t seq = wc.wr_id & seq_mask;
+    const uint64_t seq = wc.wr_id & wr_seq_mask;
     const Status st = status_of(wc.status);
     const uint64_t now = cc_now();
-    while (!q->sq.empty() && q->sq.front().posted && q->sq.front().seq <= seq) {
+    for (;;) {
+        const bool rec = !q->sq.empty() && q->sq.front().posted && q->sq.front().seq <= seq;
+        if (!q->anon.empty() && q->anon.front().first_seq <= seq &&
+            (!rec || q->anon.front().first_seq < q->sq.front().seq)) {
+            // Untracked SENDs up to the CQE's WR or the next record, whichever comes first; the
+            // CQE's own WR (an error CQE) gets its status, the ones before it completed.
+            AnonRun& a = q->anon.front();
+            const uint64_t last = rec ? std::min(seq, q->sq.front().seq - 1) : seq;
+            const uint32_t n = uint32_t(std::min<uint64_t>(a.count, last - a.first_seq + 1));
+            const bool own = a.first_seq + n - 1 == seq;
+            finish_anon(*q, a.wr_id, n - own, Status::ok);
+            if (own)
+                finish_anon(*q, a.wr_id, 1, st);
+            q->n_anon -= n;
+            total_wrs_ -= n;
+            a.first_seq += n;
+            a.count -= n;
+            if (a.count == 0)
+                q->anon.pop_front();
+            continue;
+        }
+        if (!rec)
+            break;
         // Finished in its slot (finish() queues a completion, nothing that touches sq): moving
         // the ~300-byte record out first cost as much as the rest of the loop.
         WrRec& r = q->sq.front();
@@ -929,7 +953,7 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
         finish(*q, r, r.seq == seq ? st : Status::ok);
         q->sq.pop_front();
     }
-    if (q->sq.empty())
+    if (q->sq.empty() && q->n_anon == 0)
         q->lazy_wanted = false;   // what complete_lazy() waited for is done
     if (wc.status != IBV_WC_SUCCESS) {
         if (q->state != QpState::error && wc.status != IBV_WC_WR_FLUSH_ERR) {

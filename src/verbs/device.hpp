@@ -96,6 +96,7 @@ struct DeviceStats {
     uint64_t sends, writes, reads, atomics;          // posted work requests
     uint64_t inline_sends, bounce_copies, temp_regs; // how the payload was handed over
     uint64_t signaled, unsignaled;                   // completion moderation
+    uint64_t untracked_sends;                        // lazy inline SENDs posted without a record
     uint64_t send_cqes, recv_cqes, recv_messages, recv_errors;
     uint64_t cm_connects, cm_established, cm_accepted, cm_rejected, cm_errors, cm_disconnects;
     uint64_t wr_errors;                              // error completions other than flushes

@@ -162,6 +162,20 @@ private:
     size_t cap_ = 0, head_ = 0, n_ = 0;   // cap_: 0 or a power of two
 };
 
+// ibv wr_id of a QP's work request: the QP's generation (CQEs of a reused QPN's old QP are
+// stale) and the request's sequence number.
+inline constexpr uint64_t wr_seq_mask = (uint64_t(1) << 40) - 1;
+inline constexpr uint64_t wr_gen_mask = 0xffffff;
+
+// Lazy inline SENDs posted without a WrRec (DeviceImpl::post_send_untracked): consecutive ones
+// with the same wr_id, by sequence number. The CQE of a later signaled WR (or their own error
+// CQEs) retires them, as it retires the records in VQp::sq before it.
+struct AnonRun {
+    uint64_t first_seq = 0;
+    uint32_t count = 0;
+    uint64_t wr_id = 0;
+};
+
 // What we posted to and received from the peer on one QP (the NIC's own per-QP counters are not
 // exposed by verbs; its port counters are, see DeviceImpl::counters). posted_bytes: SEND/WRITE
 // payload and READ lengths asked for. One list for fields, sums and names.
@@ -192,6 +206,8 @@ struct VQp {
     uint32_t dest_qpn = 0;       // the peer's QPN once known (RTR)
     uint64_t connect_deadline_ns = 0;
     Ring<WrRec> sq;              // posted ones first, then pending ones
+    Ring<AnonRun> anon;          // posted untracked SENDs, interleaved with sq by seq
+    size_t n_anon = 0;           // their number
     size_t n_posted = 0;
     size_t n_internal = 0;
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
@@ -215,6 +231,8 @@ struct VQp {
     uint64_t unsignaled_bytes = 0;
     bool cc_held = false;        // in DeviceImpl::held_
 };
+
+inline uint64_t ibv_wr_id(const VQp& q, uint64_t seq) { return (q.gen & wr_gen_mask) << 40 | (seq & wr_seq_mask); }
 
 class DeviceImpl final : public Device {
 public:
@@ -279,6 +297,9 @@ public:
     void insert_qp(std::unique_ptr<VQp> q);
     Status new_ibv_qp(VQp& q);
     Status admit(uint32_t qpn, VQp*& q);   // checks before a post
+    bool post_send_untracked(VQp& q, uint64_t wr_id, const iovec* iov, size_t iovcnt,
+                             const uint32_t* imm, size_t total);   // false: not eligible
+    void finish_anon(VQp& q, uint64_t wr_id, uint32_t n, Status st);
     WrRec& new_wr(VQp& q) { return q.sq.push_default(); }   // built in place at the back of sq
     Status drop_new_wr(VQp& q, Status s) { q.sq.pop_back(); return s; }   // ... not submitted after all
     Status submit(VQp& q);                 // the new WR at the back of sq: count it, post if RTS
