@@ -700,3 +700,40 @@ TEST_F(VerbsRxe, DestroyWithUntrackedSendsAccountsForAll) {
     EXPECT_EQ(accounted, posted);
     EXPECT_EQ(a->outstanding(0), 0u);
 }
+
+// The ibv wr_id carries 40 bits of a QP's sequence numbers: a QP whose numbers cross 2^40 still
+// retires every work request (tracked, untracked lazy, moderated) and drains.
+TEST_F(VerbsRxe, SequenceNumbersCrossThe40BitWrap) {
+    verbs::DeviceConfig cfg;
+    cfg.first_seq = (uint64_t(1) << 40) - 150;
+    ASSERT_EQ(verbs::Device::open(cfg, pd, a), Status::ok);
+    const uint32_t q = connect();
+    const uint64_t lazy = wr_id_lazy | 3;
+    uint64_t lazy_posted = 0;
+    size_t tracked_posted = 0;
+    for (int i = 0; i < 400; ++i) {
+        uint64_t v = uint64_t(i);
+        iovec iov{&v, sizeof(v)};
+        const uint64_t id = i % 10 == 0 ? 5000 + uint64_t(i) : lazy;
+        Status s;
+        while ((s = a->post_send(q, id, &iov, 1)) == Status::no_resource) {
+            a->complete_lazy(q);
+            pump();
+        }
+        ASSERT_EQ(s, Status::ok) << i;
+        (id == lazy ? lazy_posted : tracked_posted) += 1;
+        if (i % 25 == 0)
+            pump();
+    }
+    a->complete_lazy(q);
+    ASSERT_TRUE(wait([&] { return a->outstanding(q) == 0 && msgs.size() == 400; }, 60))
+            << a->outstanding(q) << " outstanding, " << msgs.size() << " received";
+    uint64_t lazy_done = 0;
+    size_t tracked_done = 0;
+    for (const Completion& c : comps) {
+        ASSERT_EQ(c.status, Status::ok);
+        (c.wr_id == lazy ? lazy_done : tracked_done) += c.wr_id == lazy ? c.count : 1;
+    }
+    EXPECT_EQ(lazy_done, lazy_posted);
+    EXPECT_EQ(tracked_done, tracked_posted);
+}

@@ -302,6 +302,7 @@ VQp* DeviceImpl::find_qp_slow(uint32_t qpn) {
 void DeviceImpl::insert_qp(std::unique_ptr<VQp> q) {
     last_qp_[0] = last_qp_[1] = nullptr;   // in case it was an entry replaced here
     const uint32_t qpn = q->qpn;
+    q->next_seq = cfg_.first_seq;
     qps_[qpn] = std::move(q);
 }
 
@@ -910,7 +911,21 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
     VQp* q = find_qp(wc.qp_num);
     if (!q || (wc.wr_id >> 40) != (q->gen & wr_gen_mask))
         return;   // a QP destroyed since (its WRs were completed as canceled then)
-    const uint64_t seq = wc.wr_id & wr_seq_mask;
+    // The wr_id carries the low 40 bits of the 64-bit sequence number: widen them against the
+    // oldest WR still posted (what is outstanding spans far less than 2^40), else after 2^40
+    // work requests on one QP no CQE would retire anything any more.
+    uint64_t seq = wc.wr_id & wr_seq_mask;
+    {
+        uint64_t oldest = UINT64_MAX;
+        if (!q->sq.empty() && q->sq.front().posted)
+            oldest = q->sq.front().seq;
+        if (!q->anon.empty())
+            oldest = std::min(oldest, q->anon.front().first_seq);
+        if (oldest != UINT64_MAX) {
+            const uint64_t ahead = (seq - oldest) & wr_seq_mask;
+            seq = ahead < (wr_seq_mask >> 1) ? oldest + ahead : oldest - 1;   // behind: retires nothing
+        }
+    }
     const Status st = status_of(wc.status);
     const uint64_t now = cc_now();
     for (;;) {

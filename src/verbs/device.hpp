@@ -84,6 +84,7 @@ struct DeviceConfig {
     uint32_t bounce_slots = 512;       // registered bounce buffers for copy semantics
     uint32_t bounce_size = 16384;      // bytes each (bigger copies register a temporary buffer)
     uint32_t cq_size = 8192;           // send CQ entries = cap on WRs in flight over all QPs
+    uint64_t first_seq = 1;            // tests: each QP's first work-request sequence number
     uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
     // Congestion control of the QPs' requests (verbs/congestion.cpp): delay mode holds work
     // requests in software while the QP's window is full; MAX_RD_BYTES caps READ bytes in flight
