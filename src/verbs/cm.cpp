@@ -486,15 +486,7 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
             return;
         }
         if (q->state == QpState::rts) {
-            fail_qp(*q, Status::canceled);   // the WRs never posted
-            // Unsignaled WRs the HCA already finished leave no completion, and an error QP is not
-            // reclaimed later: a signaled WRITE posted while the QP is still RTS at the HCA
-            // flushes with the others and retires them, so flushes of this QP end.
-            if (q->unsignaled_run != 0)
-                reclaim_tail(*q);
-            ibv_qp_attr a{};
-            a.qp_state = IBV_QPS_ERR;
-            ibv_modify_qp(q->qp.get(), &a, IBV_QP_STATE);   // posted WRs flush as canceled
+            abort_qp(*q, Status::canceled);   // never posted ones at once, posted ones flush
             notify();
         }
         return;

@@ -426,18 +426,21 @@ void DeviceImpl::finish(VQp& q, WrRec& r, Status st) {
     }
     r.temp_mr.reset();
     r.temp_buf.reset();
-    if (!r.internal && r.wr_id != 0) {
-        if ((r.wr_id & wr_id_lazy) && !cq_.empty()) {
-            Completion& last = cq_.back();
-            if (last.wr_id == r.wr_id && last.qpn == q.qpn && last.op == r.op && last.status == st) {
-                ++last.count;   // one completion for a run of lazy ones (RcDevice's Completion)
-                return;
-            }
+    if (!r.internal && r.wr_id != 0)
+        report(q, r.wr_id, r.op, st, 1);
+}
+
+void DeviceImpl::report(const VQp& q, uint64_t wr_id, OpKind op, Status st, uint32_t n) {
+    if ((wr_id & wr_id_lazy) && !cq_.empty()) {
+        Completion& last = cq_.back();
+        if (last.wr_id == wr_id && last.qpn == q.qpn && last.op == op && last.status == st) {
+            last.count += n;   // one completion for a run of lazy ones (RcDevice's Completion)
+            return;
         }
-        cq_.push_back(Completion{r.wr_id, q.qpn, r.op, st});
-        cq_len_.store(cq_.size(), std::memory_order_release);
-        ++events_;
     }
+    cq_.push_back(Completion{wr_id, q.qpn, op, st, n});
+    cq_len_.store(cq_.size(), std::memory_order_release);
+    ++events_;
 }
 
 // Pending (never posted) WRs complete with `st`; posted ones flush through the CQ once the HCA
@@ -457,6 +460,19 @@ void DeviceImpl::fail_qp(VQp& q, Status st) {
             --q.n_pieces;
         finish(q, r, st);
     }
+}
+
+// Posted WRs flush only once the HW QP is in error, and unsignaled ones the HCA already finished
+// leave no CQE at all (an error QP is not reclaimed later): a signaled WRITE posted first, while
+// the HCA still has the QP in RTS, flushes with the others and retires them. Without this, a QP
+// whose ibv_post_send failed kept its posted tail until destroy (its flush never ended).
+void DeviceImpl::abort_qp(VQp& q, Status st) {
+    fail_qp(q, st);
+    if (q.unsignaled_run != 0)
+        reclaim_tail(q);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(q.qp.get(), &a, IBV_QP_STATE);
 }
 
 void DeviceImpl::release_qp(VQp& q, Status st) {
@@ -621,8 +637,7 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     const bool lazy = (r.wr_id & wr_id_lazy) != 0;
     const bool sig = (r.wr_id != 0 && !lazy) || r.internal || r.copy_out || r.result || r.temp_mr ||
                      r.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || r.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                     (q.signaled_inflight == 0 && !lazy) || q.unsignaled_run + 1 >= signal_every_ ||
-                     bounce_free_.size() < signal_every_ || cc_wants_signal(q, r);
+                     (q.signaled_inflight == 0 && !lazy) || moderation_due(q) || cc_wants_signal(q, r);
     r.wr.wr_id = ibv_wr_id(q, r.seq);
     r.wr.sg_list = r.wr.num_sge ? r.sge : nullptr;
     r.wr.next = nullptr;
@@ -644,14 +659,26 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
         q.unsignaled_run = 0;
         ++st_.signaled;
     } else {
-        if (q.unsignaled_run++ == 0) {
-            tails_.push_back(q.qpn);
-            q.lazy_tail = true;
-        }
-        q.lazy_tail &= lazy;
-        ++st_.unsignaled;
+        note_unsignaled(q, lazy);
     }
     return true;
+}
+
+// Every signal_every_-th WR is signaled, and one before the bounce slots run short (a signaled
+// CQE is what hands them back).
+bool DeviceImpl::moderation_due(const VQp& q) const {
+    return q.unsignaled_run + 1 >= signal_every_ || bounce_free_.size() < signal_every_;
+}
+
+// An unsignaled WR extends its QP's tail; the first one puts the QP on the list progress()
+// reclaims tails from.
+void DeviceImpl::note_unsignaled(VQp& q, bool lazy) {
+    if (q.unsignaled_run++ == 0) {
+        tails_.push_back(q.qpn);
+        q.lazy_tail = true;
+    }
+    q.lazy_tail &= lazy;
+    ++st_.unsignaled;
 }
 
 Status DeviceImpl::submit(VQp& q) {
@@ -738,7 +765,8 @@ void DeviceImpl::post_pending(VQp& q) {
         if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted]))
             return;
         if (!post_hw(q, q.sq[q.n_posted])) {
-            fail_qp(q, Status::io_error);
+            abort_qp(q, Status::io_error);
+            notify();
             return;
         }
     }
@@ -782,12 +810,7 @@ Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, siz
     if (total == 0) {
         r.wr.num_sge = 0;
     } else if (q->state == QpState::rts && total <= q->max_inline && iovcnt <= 4) {
-        int n = 0;
-        for (size_t i = 0; i < iovcnt; ++i) {
-            if (iov[i].iov_len)
-                r.sge[n++] = {reinterpret_cast<uintptr_t>(iov[i].iov_base), uint32_t(iov[i].iov_len), 0};
-        }
-        r.wr.num_sge = n;
+        r.wr.num_sge = inline_sges(r.sge, iov, iovcnt);
         r.wr.send_flags = IBV_SEND_INLINE;   // copied by ibv_post_send
         ++st_.inline_sends;
     } else {

@@ -167,6 +167,17 @@ private:
 inline constexpr uint64_t wr_seq_mask = (uint64_t(1) << 40) - 1;
 inline constexpr uint64_t wr_gen_mask = 0xffffff;
 
+// The SGEs of an inline WR: the caller's pieces, empty ones left out (at most 4, checked by the
+// callers). Returns how many.
+inline int inline_sges(ibv_sge* sge, const iovec* iov, size_t iovcnt) {
+    int n = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if (iov[i].iov_len)
+            sge[n++] = {reinterpret_cast<uintptr_t>(iov[i].iov_base), uint32_t(iov[i].iov_len), 0};
+    }
+    return n;
+}
+
 // Lazy inline SENDs posted without a WrRec (DeviceImpl::post_send_untracked): consecutive ones
 // with the same wr_id, by sequence number. The CQE of a later signaled WR (or their own error
 // CQEs) retires them, as it retires the records in VQp::sq before it.
@@ -300,10 +311,13 @@ public:
     bool post_send_untracked(VQp& q, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                              const uint32_t* imm, size_t total);   // false: not eligible
     void finish_anon(VQp& q, uint64_t wr_id, uint32_t n, Status st);
+    void report(const VQp& q, uint64_t wr_id, OpKind op, Status st, uint32_t n);   // to cq_
     WrRec& new_wr(VQp& q) { return q.sq.push_default(); }   // built in place at the back of sq
     Status drop_new_wr(VQp& q, Status s) { q.sq.pop_back(); return s; }   // ... not submitted after all
     Status submit(VQp& q);                 // the new WR at the back of sq: count it, post if RTS
     bool post_hw(VQp& q, WrRec& r);        // one WR to the HCA
+    bool moderation_due(const VQp& q) const;   // the next WR must be signaled
+    void note_unsignaled(VQp& q, bool lazy);   // an unsignaled WR went out
     void post_pending(VQp& q);
     void reclaim_tail(VQp& q);             // signaled zero-length WRITE after an unsignaled tail
     int take_bounce();
@@ -314,6 +328,7 @@ public:
     Status stage_inline(WrRec& r);         // an inline WR that must wait: into a bounce slot
     void finish(VQp& q, WrRec& r, Status st);   // resources, result, user completion
     void fail_qp(VQp& q, Status st);   // QP -> error: pending WRs complete with st; posted ones flush
+    void abort_qp(VQp& q, Status st);  // fail_qp, and the HW QP to error so that posted ones do
     void release_qp(VQp& q, Status st);          // destroy HW QP, complete everything with st
     void erase_qp(uint32_t qpn);
     unsigned poll_cqs(bool all = false);   // all: the send CQ too, whatever is in flight

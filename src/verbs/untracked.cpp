@@ -18,20 +18,14 @@ namespace roce::verbs {
 bool DeviceImpl::post_send_untracked(VQp& q, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                                      const uint32_t* imm, size_t total) {
     if (q.state != QpState::rts || q.n_posted != q.sq.size() || cc_mode_ == cc::CcMode::delay ||
-        total == 0 || total > q.max_inline || iovcnt > 4 || q.unsignaled_run + 1 >= signal_every_ ||
-        bounce_free_.size() < signal_every_)
+        total == 0 || total > q.max_inline || iovcnt > 4 || moderation_due(q))
         return false;   // (admit() has checked the queue depth and the CQ)
     ibv_sge sge[4];
-    int n = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        if (iov[i].iov_len)
-            sge[n++] = {reinterpret_cast<uintptr_t>(iov[i].iov_base), uint32_t(iov[i].iov_len), 0};
-    }
     ibv_send_wr wr{};
     const uint64_t seq = q.next_seq;
     wr.wr_id = ibv_wr_id(q, seq);
     wr.sg_list = sge;
-    wr.num_sge = n;
+    wr.num_sge = inline_sges(sge, iov, iovcnt);
     wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
     if (imm)
         wr.imm_data = htonl(*imm);
@@ -47,32 +41,18 @@ bool DeviceImpl::post_send_untracked(VQp& q, uint64_t wr_id, const iovec* iov, s
     ++q.n_anon;
     ++total_wrs_;
     q.posted_since_progress = true;
-    if (q.unsignaled_run++ == 0) {
-        tails_.push_back(q.qpn);
-        q.lazy_tail = true;
-    }
+    note_unsignaled(q, true);
     ++st_.sends;
     ++q.st.sends;
     q.st.posted_bytes += total;
     ++st_.inline_sends;
-    ++st_.unsignaled;
     ++st_.untracked_sends;
     return true;
 }
 
 void DeviceImpl::finish_anon(VQp& q, uint64_t wr_id, uint32_t n, Status st) {
-    if (n == 0)
-        return;
-    if (!cq_.empty()) {
-        Completion& last = cq_.back();
-        if (last.wr_id == wr_id && last.qpn == q.qpn && last.op == OpKind::send && last.status == st) {
-            last.count += n;
-            return;
-        }
-    }
-    cq_.push_back(Completion{wr_id, q.qpn, OpKind::send, st, n});
-    cq_len_.store(cq_.size(), std::memory_order_release);
-    ++events_;
+    if (n != 0)
+        report(q, wr_id, OpKind::send, st, n);
 }
 
 } // namespace roce::verbs
