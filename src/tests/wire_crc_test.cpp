@@ -49,16 +49,19 @@ TEST(Crc32, AllPathsAgreeOnRandomInput) {
         ASSERT_EQ(detail::crc32_ieee_portable(seed, p, len), ref) << "len " << len;
         ASSERT_EQ(crc32_ieee(seed, p, len), ref) << "len " << len << " mis " << mis;
         ASSERT_EQ(detail::crc32_ieee_128(seed, p, len), ref) << "len " << len << " mis " << mis;
+        ASSERT_EQ(detail::crc32_ieee_256(seed, p, len), ref) << "len " << len << " mis " << mis;
     }
     for (size_t mis = 0; mis < 64; ++mis)
-        for (size_t len : {63u, 64u, 65u, 79u, 80u, 127u, 128u, 1024u, 4096u, 4100u})
+        for (size_t len : {63u, 64u, 65u, 79u, 80u, 127u, 128u, 255u, 256u, 272u, 383u, 384u, 511u, 512u,
+                           1024u, 4096u, 4100u})
             ASSERT_EQ(crc32_ieee(0, buf.data() + mis, len), detail::crc32_ieee_bytewise(0, buf.data() + mis, len))
                 << "len " << len << " mis " << mis;
 }
 
 TEST(Crc32, ReportsPath) {
     // Not an assertion: documents in the test log which path the checks above exercised.
-    std::printf("crc32_ieee uses %s\n", detail::crc32_uses_vpclmul() ? "256-bit VPCLMULQDQ folding"
+    std::printf("crc32_ieee uses %s\n", detail::crc32_uses_vpclmul512() ? "512-bit VPCLMULQDQ folding"
+                                         : detail::crc32_uses_vpclmul() ? "256-bit VPCLMULQDQ folding"
                                          : detail::crc32_uses_pclmul() ? "PCLMULQDQ folding" : "slice-by-16");
 }
 

@@ -50,8 +50,10 @@ namespace detail {
 uint32_t crc32_ieee_portable(uint32_t crc, const uint8_t* p, size_t n);
 uint32_t crc32_ieee_bytewise(uint32_t crc, const uint8_t* p, size_t n);
 bool crc32_uses_pclmul();
-bool crc32_uses_vpclmul();   // 256-bit folding (VPCLMULQDQ) for 128 bytes and more
-uint32_t crc32_ieee_128(uint32_t crc, const uint8_t* p, size_t n);   // never the 256-bit path
+bool crc32_uses_vpclmul();      // 256-bit folding (VPCLMULQDQ) for 128 bytes and more
+bool crc32_uses_vpclmul512();   // 512-bit folding (AVX-512 + VPCLMULQDQ) for 256 bytes and more
+uint32_t crc32_ieee_128(uint32_t crc, const uint8_t* p, size_t n);   // never a wider path
+uint32_t crc32_ieee_256(uint32_t crc, const uint8_t* p, size_t n);   // never the 512-bit path
 // Raw (no pre/post inversion) CRC register after appending `n` zero bytes: r * x^(8n) mod P.
 uint32_t crc32_shift_zeros(uint32_t r, size_t n);
 // Polynomial arithmetic mod P in the reflected representation (x^0 = 0x80000000).
