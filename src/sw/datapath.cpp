@@ -230,26 +230,6 @@ void DeviceImpl::tx_send_runs(unsigned m) {
 
 namespace {
 
-// ICRC change when the IPv4 ID of a packet with `udp_payload_len` bytes goes from 0 to `id`:
-// the CRC is affine, so the change is the raw CRC of the ID bytes shifted over everything the
-// ICRC covers after them (8 LRH + 20 IPv4 + 8 UDP + payload - 4 ICRC - 14 up to the ID's end).
-// The shift depends on the length only: computed once per GSO run (it cost 9% of a 1 MiB
-// stream's sender when computed per segment).
-uint32_t icrc_id_shift(size_t udp_payload_len) {
-    return wire::detail::crc32_x8n(8 + 20 + 8 + udp_payload_len - 4 - 14);
-}
-
-uint32_t icrc_id_delta(uint32_t shift, uint16_t id) {
-    uint32_t c = 0;
-    const uint8_t bytes[2] = {uint8_t(id >> 8), uint8_t(id)};
-    for (uint8_t byte : bytes) {
-        c ^= byte;
-        for (int k = 0; k < 8; ++k)
-            c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
-    }
-    return wire::detail::crc32_mulmod(shift, c);
-}
-
 void xor_icrc(uint8_t* p, uint32_t delta) {
     p[0] ^= uint8_t(delta);
     p[1] ^= uint8_t(delta >> 8);
@@ -259,21 +239,15 @@ void xor_icrc(uint8_t* p, uint32_t delta) {
 
 } // namespace
 
-uint32_t icrc_gso_delta_for_test(size_t udp_payload_len, uint16_t id) {
-    return icrc_id_delta(icrc_id_shift(udp_payload_len), id);
-}
-
 // Runs of equal-size packets to one destination (the last may be shorter) become one
 // UDP_SEGMENT send. The kernel numbers the segments' IPv4 IDs 0, 1, 2, ... (DF, unconnected
 // socket), so segment k's ICRC is patched from ID 0 to ID k. A gathered packet is three iovecs
 // (headers, payload in place, pad + ICRC): at most 3 * 64 per run, far below UIO_MAXIOV.
 void DeviceImpl::tx_send_gso() {
-    constexpr unsigned max_segs = 64;
+    constexpr unsigned max_segs = GsoIcrcPatches::max_segments;
     unsigned m = 0;
     unsigned i = 0;
     size_t v = 0;   // next free tx_iov_
-    size_t shift_len = 0;
-    uint32_t shift = 0;
     while (i < tx_n_) {
         TxSlot& first = tx_[i];
         if (first.dead) {
@@ -307,13 +281,8 @@ void DeviceImpl::tx_send_gso() {
             } else {
                 tx_iov_[v++] = {s.buf, s.len};
             }
-            if (k && first.sa.ss_family == AF_INET) {
-                if (s.len != shift_len) {
-                    shift_len = s.len;
-                    shift = icrc_id_shift(s.len);
-                }
-                xor_icrc(s.icrc(), icrc_id_delta(shift, uint16_t(k)));
-            }
+            if (k && first.sa.ss_family == AF_INET)
+                xor_icrc(s.icrc(), gso_patches_.patch(s.len, k));
             st_.tx_packets++;
             st_.tx_bytes += s.len;
             if (pcap_)

@@ -29,6 +29,7 @@
 #include "sw/cm.hpp"
 #include "sw/device.hpp"
 #include "sw/fault.hpp"
+#include "sw/gso_icrc.hpp"
 #include "sw/pcap_writer.hpp"
 #include "sw/pd.hpp"
 #include "sw/qp.hpp"
@@ -45,8 +46,6 @@ inline constexpr uint16_t max_plausible_ipv4_id = 64;
 inline constexpr uint8_t wire_ecn_ce = 0x3;                 // ECN field (ToS bits 1..0) "congestion experienced"
 inline constexpr uint64_t max_rto_ns = 1'000'000'000;   // the doubled retransmission timeout stops here
 
-// ICRC change of a UDP payload of this length when its IPv4 ID goes from 0 to `id` (GSO).
-uint32_t icrc_gso_delta_for_test(size_t udp_payload_len, uint16_t id);
 // Tests: SO_PRIORITY and ToS of the socket the QP's packets leave from ({-1, -1}: no such QP),
 // and the device's sockets' descriptors (its own first, then the class sockets).
 struct TxClass {
@@ -272,6 +271,7 @@ public:
     std::vector<uint8_t> tx_msg_sock_;   // per tx_msgs_ entry: its socket
     void tx_send_runs(unsigned m);       // tx_msgs_[0, m) by runs of one socket
     std::vector<iovec> tx_iov_;
+    GsoIcrcPatches gso_patches_;   // tx_send_gso: segment k's ICRC for IPv4 ID k
     bool in_flush_ = false;
     bool tx_has_data_ = false;   // queued packets other than ACKs
     // Work requests posted since the owner's last progress(): the first goes out at once (a
