@@ -737,3 +737,45 @@ TEST_F(VerbsRxe, SequenceNumbersCrossThe40BitWrap) {
     EXPECT_EQ(lazy_done, lazy_posted);
     EXPECT_EQ(tracked_done, tracked_posted);
 }
+
+// A request held back (here by the READ byte cap) whose ibv_post_send fails once the cap lets it
+// go: the QP goes to error and every request completes, the held READ with an error and the
+// unsignaled SENDs posted before it too. Before, nothing retired those SENDs (the failed READ
+// was to be their signaled successor): they stayed outstanding until the QP was destroyed.
+TEST_F(VerbsRxe, FailedPostOfHeldRequestCompletesEverything) {
+    verbs::DeviceConfig cfg;
+    cfg.cc.read_cap.max_bytes = 64 * 1024;
+    cfg.fail_post_seq = 12;   // READ 1 is 1, SENDs 2..11, READ 2 is 12
+    ASSERT_EQ(verbs::Device::open(cfg, pd, a), Status::ok);
+    const uint32_t q = connect();
+    const size_t N = 64 * 1024;
+    std::vector<uint8_t> remote = pattern(N, 3), local(2 * N, 0);
+    verbs::MrKeys rk, lk;
+    ASSERT_EQ(pd->reg_mr(remote.data(), N, verbs::access_all, rk), Status::ok);
+    ASSERT_EQ(pd->reg_mr(local.data(), 2 * N, verbs::access_all, lk), Status::ok);
+    const uint64_t rva = reinterpret_cast<uintptr_t>(remote.data());
+    ASSERT_EQ(a->post_read(q, 1, local.data(), N, rva, rk.rkey), Status::ok);
+    const uint64_t lazy = wr_id_lazy | 9;
+    for (uint64_t i = 0; i < 10; ++i) {
+        iovec iov{&i, sizeof(i)};
+        ASSERT_EQ(a->post_send(q, lazy, &iov, 1), Status::ok) << i;
+    }
+    ASSERT_EQ(a->post_read(q, 2, local.data() + N, N, rva, rk.rkey), Status::ok);
+    EXPECT_EQ(a->outstanding(q), 12u);
+    ASSERT_TRUE(wait([&] { return a->outstanding(q) == 0; }, 30))
+            << a->outstanding(q) << " still outstanding (the unsignaled SENDs never retired)";
+    ASSERT_NE(comp(1), nullptr);
+    EXPECT_EQ(comp(1)->status, Status::ok);
+    EXPECT_EQ(std::memcmp(local.data(), remote.data(), N), 0);
+    ASSERT_NE(comp(2), nullptr) << "the held READ never completed";
+    EXPECT_NE(comp(2)->status, Status::ok);
+    uint64_t lazy_done = 0;
+    for (const Completion& c : comps) {
+        if (c.wr_id != lazy)
+            continue;
+        EXPECT_TRUE(c.status == Status::ok || c.status == Status::canceled) << to_string(c.status);
+        lazy_done += c.count;
+    }
+    EXPECT_EQ(lazy_done, 10u);
+    EXPECT_EQ(a->qp_state(q), verbs::QpState::error);
+}

@@ -644,7 +644,8 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     if (sig)
         r.wr.send_flags |= IBV_SEND_SIGNALED;
     ibv_send_wr* bad = nullptr;
-    if (const int rc = ibv_post_send(q.qp.get(), &r.wr, &bad); rc != 0) {
+    const int rc = r.seq == cfg_.fail_post_seq ? ENOMEM : ibv_post_send(q.qp.get(), &r.wr, &bad);
+    if (rc != 0) {
         ROCE_WARN("verbs: QP %u: ibv_post_send failed: %s", q.qpn, std::strerror(rc));
         return false;
     }

@@ -85,6 +85,8 @@ struct DeviceConfig {
     uint32_t bounce_size = 16384;      // bytes each (bigger copies register a temporary buffer)
     uint32_t cq_size = 8192;           // send CQ entries = cap on WRs in flight over all QPs
     uint64_t first_seq = 1;            // tests: each QP's first work-request sequence number
+    uint64_t fail_post_seq = 0;        // tests: ibv_post_send is not called for the work request
+                                       // with this sequence number, it fails as if refused (0: none)
     uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
     // Congestion control of the QPs' requests (verbs/congestion.cpp): delay mode holds work
     // requests in software while the QP's window is full; MAX_RD_BYTES caps READ bytes in flight
