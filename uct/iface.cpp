@@ -470,13 +470,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
     ROCE_UCT_TRY("iface_open", return _exc_status, {
         const auto& config = *reinterpret_cast<const IfaceConfig*>(tl_config);
 
-        UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
-                        "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
-        if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
-            ucs_error("rc_roce: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
-            return UCS_ERR_UNSUPPORTED;
-        }
-        ucs_status_t status = check_am_alignment(params, tl_name);
+        ucs_status_t status = check_open_params(params, tl_name);
         if (status != UCS_OK) {
             return status;
         }

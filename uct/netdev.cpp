@@ -208,9 +208,7 @@ std::vector<Netdev> usable_netdevs(const char* tl, const std::optional<gid::GidC
     return usable.empty() ? all : usable;
 }
 
-
-
-ucs_status_t check_am_alignment(const uct_iface_params_t* params, const char* tl) {
+static ucs_status_t check_am_alignment(const uct_iface_params_t* params, const char* tl) {
     const uint64_t mask = params->field_mask;
     if (!(mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT)) {
         if (mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) {
@@ -230,6 +228,16 @@ ucs_status_t check_am_alignment(const uct_iface_params_t* params, const char* tl
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
+}
+
+ucs_status_t check_open_params(const uct_iface_params_t* params, const char* tl) {
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("%s: only UCT_IFACE_OPEN_MODE_DEVICE is supported", tl);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return check_am_alignment(params, tl);
 }
 
 LogLevel core_log_level(unsigned ucs_level) {

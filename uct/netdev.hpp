@@ -63,7 +63,8 @@ ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConf
 // auto, the largest that fits d's MTU. Logs and returns 0 when the setting is not an IB MTU or
 // its packets do not fit.
 uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl);
-ucs_status_t check_am_alignment(const uct_iface_params_t* params, const char* tl);
+// iface_open: device open mode only, and UCP's AM alignment request well formed.
+ucs_status_t check_open_params(const uct_iface_params_t* params, const char* tl);
 LogLevel core_log_level(unsigned ucs_level);
 
 } // namespace roce::uct

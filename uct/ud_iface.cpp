@@ -416,13 +416,7 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
                            const uct_iface_config_t* tl_config, uct_iface_h* iface_p) noexcept {
     ROCE_UCT_TRY("ud_iface_open", return _exc_status, {
         const auto& config = *reinterpret_cast<const UdIfaceConfig*>(tl_config);
-        UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
-                        "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
-        if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
-            ucs_error("ud_roce: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
-            return UCS_ERR_UNSUPPORTED;
-        }
-        ucs_status_t status = check_am_alignment(params, ud_tl_name);
+        ucs_status_t status = check_open_params(params, ud_tl_name);
         if (status == UCS_OK) status = validate(config);
         if (status != UCS_OK) {
             return status;

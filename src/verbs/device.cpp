@@ -877,32 +877,17 @@ Status DeviceImpl::post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t l
 
 Status DeviceImpl::post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
                                   uint64_t add, uint64_t* result) {
-    if (remote_va & 7)
-        return Status::invalid_param;
-    std::lock_guard lk(mu_);
-    if (dev_attr_.atomic_cap == IBV_ATOMIC_NONE)
-        return Status::unsupported;
-    VQp* q;
-    if (Status s = admit(qpn, q); s != Status::ok)
-        return s;
-    WrRec& r = new_wr(*q);
-    r.wr_id = wr_id;
-    r.op = OpKind::fetch_add;
-    r.bounce = take_bounce();
-    if (r.bounce < 0)
-        return drop_new_wr(*q, Status::no_resource);
-    r.result = result;
-    r.sge[0] = {reinterpret_cast<uintptr_t>(bounce_ptr(r.bounce)), 8, bounce_mr_->lkey};
-    r.wr.num_sge = 1;
-    r.wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-    r.wr.wr.atomic.remote_addr = remote_va;
-    r.wr.wr.atomic.rkey = rkey;
-    r.wr.wr.atomic.compare_add = add;
-    return submit(*q);
+    return post_atomic(qpn, wr_id, OpKind::fetch_add, remote_va, rkey, add, 0, result);
 }
 
 Status DeviceImpl::post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
                                  uint64_t compare, uint64_t swap, uint64_t* result) {
+    return post_atomic(qpn, wr_id, OpKind::cmp_swap, remote_va, rkey, compare, swap, result);
+}
+
+// The original value lands in a bounce slot and is copied to *result at the completion.
+Status DeviceImpl::post_atomic(uint32_t qpn, uint64_t wr_id, OpKind op, uint64_t remote_va, uint32_t rkey,
+                               uint64_t compare_add, uint64_t swap, uint64_t* result) {
     if (remote_va & 7)
         return Status::invalid_param;
     std::lock_guard lk(mu_);
@@ -913,17 +898,17 @@ Status DeviceImpl::post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_v
         return s;
     WrRec& r = new_wr(*q);
     r.wr_id = wr_id;
-    r.op = OpKind::cmp_swap;
+    r.op = op;
     r.bounce = take_bounce();
     if (r.bounce < 0)
         return drop_new_wr(*q, Status::no_resource);
     r.result = result;
     r.sge[0] = {reinterpret_cast<uintptr_t>(bounce_ptr(r.bounce)), 8, bounce_mr_->lkey};
     r.wr.num_sge = 1;
-    r.wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    r.wr.opcode = op == OpKind::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
     r.wr.wr.atomic.remote_addr = remote_va;
     r.wr.wr.atomic.rkey = rkey;
-    r.wr.wr.atomic.compare_add = compare;
+    r.wr.wr.atomic.compare_add = compare_add;
     r.wr.wr.atomic.swap = swap;
     return submit(*q);
 }

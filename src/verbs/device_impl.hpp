@@ -315,6 +315,8 @@ public:
     WrRec& new_wr(VQp& q) { return q.sq.push_default(); }   // built in place at the back of sq
     Status drop_new_wr(VQp& q, Status s) { q.sq.pop_back(); return s; }   // ... not submitted after all
     Status submit(VQp& q);                 // the new WR at the back of sq: count it, post if RTS
+    Status post_atomic(uint32_t qpn, uint64_t wr_id, OpKind op, uint64_t remote_va, uint32_t rkey,
+                       uint64_t compare_add, uint64_t swap, uint64_t* result);
     bool post_hw(VQp& q, WrRec& r);        // one WR to the HCA
     bool moderation_due(const VQp& q) const;   // the next WR must be signaled
     void note_unsignaled(VQp& q, bool lazy);   // an unsignaled WR went out
