@@ -60,8 +60,8 @@
     X(idle_yield, double, "IDLE_YIELD", "5us", TIME,                                           \
       "Userspace device: once the owner's progress calls have found nothing for this long "   \
       "(and 8 in a row), "                                                                     \
-      "each further empty one yields the CPU (sched_yield) while the machine has over twice "  \
-      "as many runnable tasks as CPUs (/proc/loadavg, 3 samples 10 ms apart while idle), so "  \
+      "each further empty one yields the CPU (sched_yield) while the machine has at least "  \
+      "twice as many runnable tasks as CPUs (/proc/loadavg, 3 samples 10 ms apart while idle), so "  \
       "that the peer a busy-polling rank waits for gets to run (Open MPI yields only once per " \
       "100 polls under pml ucx). Not on multi-threaded workers. Measured on 2 cores, MPI 8 B " \
       "message rate of 4 pairs: 1.0-1.2 M msg/s without, 1.5-2.2 with. 0: never yield.")     \

@@ -32,7 +32,7 @@ bool cpus_oversubscribed() {
     const long runnable = std::strtol(p, &end, 10);
     if (end == p || *end != '/')
         return false;
-    return cpus > 0 && runnable > 2 * cpus;
+    return cpus > 0 && runnable >= 2 * cpus;
 }
 
 bool IdleYield::should_yield(unsigned events, Clock clock) {

@@ -165,7 +165,7 @@ TEST(CpusOversubscribed, SeesBusyThreads) {
     stop = true;
     for (auto& t : spinners)
         t.join();
-    EXPECT_TRUE(seen) << "runnable count in /proc/loadavg never exceeded " << 2 * cpus;
+    EXPECT_TRUE(seen) << "runnable count in /proc/loadavg never reached " << 2 * cpus;
 }
 
 } // namespace
