@@ -23,8 +23,9 @@ namespace roce {
 
 // Whether clearly more tasks want to run than there are CPUs, now: runnable tasks (the 4th field
 // of /proc/loadavg, this process's busy threads included) >= 2 x online CPUs. False if
-// unreadable. Not "> CPUs": two ranks on two CPUs plus UCP's and the kernel's own threads (rxe's
-// in the TCG guest) often show 3-4 runnable, and yielding there made UCP tag_lat ~10% slower.
+// unreadable. Not "> CPUs": in the TCG guest two ranks on two CPUs plus UCP's and rxe's own
+// threads often showed 3-4 runnable, and yielding there made UCP tag_lat ~10% slower (verbs
+// devices do not yield at all now; on the host two ranks show 2-3).
 // Not "> 2 x CPUs" either: 2 pairs (4 ranks) on 2 cores show exactly 4 and never yielded, at
 // 0.27-0.42 M msg/s against 0.62-0.93 yielding (MPI 8 B message rate, 2026-12-05; 1 pair
 // unchanged at 0.87-0.93 either way).

@@ -29,6 +29,8 @@ uint32_t icrc_gso_delta(size_t udp_payload_len, uint16_t id) {
 }
 
 uint32_t GsoIcrcPatches::patch(size_t len, unsigned k) {
+    if (k >= max_segments)
+        return icrc_gso_delta(len, uint16_t(k));   // not from tx_send_gso (runs of <= 64)
     Entry* e = nullptr;
     for (Entry& c : cache_) {
         if (c.len == len) {

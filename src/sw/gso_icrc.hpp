@@ -18,7 +18,8 @@ class GsoIcrcPatches {
 public:
     static constexpr unsigned max_segments = 64;   // IDs 0..63: six bits
 
-    // The XOR for segment `k` (< max_segments) of `udp_payload_len` bytes; 0 for k == 0.
+    // The XOR for segment `k` of `udp_payload_len` bytes; 0 for k == 0. From the cache below
+    // max_segments, computed directly above.
     uint32_t patch(size_t udp_payload_len, unsigned k);
 
 private:

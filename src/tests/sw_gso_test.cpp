@@ -60,6 +60,8 @@ TEST(SwGso, PatchCacheEvictsAndRecomputes) {
         for (size_t len = 20; len < 20 + 4 * 13; len += 4)
             ASSERT_EQ(patches.patch(len, 37), icrc_gso_delta(len, 37)) << "len " << len;
     }
+    // Beyond a GSO run's 64 segments: computed directly, still right.
+    EXPECT_EQ(patches.patch(4136, 1000), icrc_gso_delta(4136, 1000));
 }
 
 TEST(SwGso, SegmentsCarryIdsZeroOneTwo) {

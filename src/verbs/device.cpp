@@ -466,13 +466,20 @@ void DeviceImpl::fail_qp(VQp& q, Status st) {
 // leave no CQE at all (an error QP is not reclaimed later): a signaled WRITE posted first, while
 // the HCA still has the QP in RTS, flushes with the others and retires them. Without this, a QP
 // whose ibv_post_send failed kept its posted tail until destroy (its flush never ended).
+// If that WRITE cannot be posted either (a failure that persists), the tail stays until the QP
+// is destroyed (release_qp completes it as canceled): UCX's rc_verbs aborts the process there.
 void DeviceImpl::abort_qp(VQp& q, Status st) {
     fail_qp(q, st);
-    if (q.unsignaled_run != 0)
+    if (q.unsignaled_run != 0) {
         reclaim_tail(q);
+        if (q.unsignaled_run != 0)
+            ROCE_WARN("verbs: QP %u: %u unsignaled work requests complete only when the QP is destroyed",
+                      q.qpn, q.unsignaled_run);
+    }
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
-    ibv_modify_qp(q.qp.get(), &a, IBV_QP_STATE);
+    if (const int rc = ibv_modify_qp(q.qp.get(), &a, IBV_QP_STATE); rc != 0)
+        ROCE_WARN("verbs: QP %u: ibv_modify_qp to error failed: %s", q.qpn, std::strerror(rc));
 }
 
 void DeviceImpl::release_qp(VQp& q, Status st) {
