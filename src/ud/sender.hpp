@@ -47,6 +47,7 @@ struct SenderConfig {
 struct SenderStats {
     uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0, window_cuts = 0;
     uint64_t delay_blocked = 0;      // transmit() stopped by the delay window
+    uint64_t timers_deferred = 0;    // expiries after a gap in the caller's runs (on_timer)
 };
 
 class Sender {
@@ -78,7 +79,10 @@ public:
     // An acknowledgement from the peer (any packet's ack/sack fields).
     void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit);
     // Retransmission timer and failure detection; returns false once the peer failed.
-    bool on_timer(uint64_t now, const Emit& emit);
+    // were_away: the caller has not run for a while (descheduled, computing), so an expired timer
+    // says nothing about the peer, whose ACK may be waiting unread: the first expiry after such
+    // a gap restarts the timer instead (once per timeout, so a rare caller still retransmits).
+    bool on_timer(uint64_t now, const Emit& emit, bool were_away = false);
 
     bool idle() const { return q_.empty(); }              // everything acknowledged
     bool unsent() const { return n_sent_ < q_.size(); }
@@ -109,6 +113,8 @@ private:
     int64_t srtt_ns_ = -1, rttvar_ns_ = 0;
     unsigned backoff_ = 0;
     uint64_t last_progress_ns_ = 0;  // last ACK that advanced, or when the queue became busy
+    uint64_t timer_floor_ns_ = 0;    // the timer runs from here at the earliest (were_away)
+    bool timer_deferred_ = false;    // restarted once since the last timeout or advancing ACK
     std::vector<std::vector<uint8_t>> spare_;   // payload buffers to reuse
     SenderStats stats_;
     std::optional<cc::DelayCc> delay_;

@@ -140,7 +140,7 @@ private:
     void on_datagram(const Datagram& d, uint64_t now);
     void fail(PeerId id, Status why);
     void activate(PeerId id);
-    void service(uint64_t now, unsigned& count);
+    void service(uint64_t now, unsigned& count, bool were_away);
     unsigned receive(uint64_t now);
     void thread_main();
     void takeover();

@@ -1,0 +1,61 @@
+// ud_roce's retransmission timer after a gap in the caller's runs (Sender::on_timer's were_away):
+// the first expiry then restarts the timer, the next one fires even if the caller is still rare.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ud/sender.hpp"
+
+namespace roce::ud {
+namespace {
+
+constexpr uint64_t ms = 1'000'000;
+
+struct Count {
+    unsigned sent = 0;
+    bool operator()(const Sender::Packet&, bool) { ++sent; return true; }
+};
+
+TEST(UdSenderTimer, ExpiryAfterAGapWaitsOneTimeoutThenFires) {
+    SenderConfig c;
+    c.min_rto_ns = 20 * ms;
+    Sender s(c);
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    for (int i = 0; i < 3; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    Count n;
+    s.transmit(0, Sender::Emit(n));
+    ASSERT_EQ(n.sent, 3u);
+    // 25 ms later, the caller back from a gap: restarted, nothing resent.
+    EXPECT_TRUE(s.on_timer(25 * ms, Sender::Emit(n), true));
+    EXPECT_EQ(n.sent, 3u);
+    EXPECT_EQ(s.stats().timers_deferred, 1u);
+    EXPECT_EQ(s.stats().timeouts, 0u);
+    // Before a timeout from the restart: still nothing, gap or not.
+    EXPECT_TRUE(s.on_timer(40 * ms, Sender::Emit(n), true));
+    EXPECT_EQ(n.sent, 3u);
+    // A timeout after the restart, the caller again away: it fires now (once per timeout).
+    EXPECT_TRUE(s.on_timer(46 * ms, Sender::Emit(n), true));
+    EXPECT_EQ(s.stats().timeouts, 1u);
+    EXPECT_GT(n.sent, 3u);
+    EXPECT_EQ(s.stats().timers_deferred, 1u);
+}
+
+TEST(UdSenderTimer, WithoutAGapTheTimerFiresOnTime) {
+    SenderConfig c;
+    c.min_rto_ns = 20 * ms;
+    Sender s(c);
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    Count n;
+    s.transmit(0, Sender::Emit(n));
+    EXPECT_TRUE(s.on_timer(19 * ms, Sender::Emit(n)));
+    EXPECT_EQ(s.stats().timeouts, 0u);
+    EXPECT_TRUE(s.on_timer(21 * ms, Sender::Emit(n)));
+    EXPECT_EQ(s.stats().timeouts, 1u);
+    EXPECT_EQ(n.sent, 2u);
+}
+
+} // namespace
+} // namespace roce::ud
