@@ -5,27 +5,22 @@
 namespace roce::sw {
 namespace {
 
-// The ID bytes' raw CRC is shifted over everything the ICRC covers after them (8 LRH + 20 IPv4
-// + 8 UDP + payload - 4 ICRC - 14 up to the ID's end).
-uint32_t id_shift(size_t udp_payload_len) {
-    return wire::detail::crc32_x8n(8 + 20 + 8 + udp_payload_len - 4 - 14);
-}
-
-uint32_t id_delta(uint32_t shift, uint16_t id) {
-    uint32_t c = 0;
-    const uint8_t bytes[2] = {uint8_t(id >> 8), uint8_t(id)};
-    for (uint8_t byte : bytes) {
-        c ^= byte;
-        for (int k = 0; k < 8; ++k)
-            c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+// The change for `id`: the XOR of its set bits' changes.
+uint32_t compose(const uint32_t* bit, unsigned id) {
+    uint32_t d = 0;
+    for (unsigned b = 0; id; ++b, id >>= 1) {
+        if (id & 1)
+            d ^= bit[b];
     }
-    return wire::detail::crc32_mulmod(shift, c);
+    return d;
 }
 
 } // namespace
 
 uint32_t icrc_gso_delta(size_t udp_payload_len, uint16_t id) {
-    return id_delta(id_shift(udp_payload_len), id);
+    uint32_t bit[16];
+    wire::icrc_ipv4_id_bit_deltas(udp_payload_len, bit);
+    return compose(bit, id);
 }
 
 uint32_t GsoIcrcPatches::patch(size_t len, unsigned k) {
@@ -42,16 +37,9 @@ uint32_t GsoIcrcPatches::patch(size_t len, unsigned k) {
         e = &cache_[next_];
         next_ = (next_ + 1) % cache_.size();
         e->len = len;
-        const uint32_t shift = id_shift(len);
-        for (unsigned b = 0; b < e->bit.size(); ++b)
-            e->bit[b] = id_delta(shift, uint16_t(1u << b));
+        wire::icrc_ipv4_id_bit_deltas(len, e->bit);
     }
-    uint32_t d = 0;
-    for (unsigned b = 0; k; ++b, k >>= 1) {
-        if (k & 1)
-            d ^= e->bit[b];
-    }
-    return d;
+    return compose(e->bit.data(), k);
 }
 
 } // namespace roce::sw

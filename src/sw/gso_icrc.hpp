@@ -32,7 +32,7 @@ private:
 };
 
 // The change of the ICRC of a UDP payload of this length when its IPv4 ID goes from 0 to `id`,
-// computed directly (any 16-bit ID): the reference the cache is tested against.
+// computed without the cache (any 16-bit ID, wire::icrc_ipv4_id_bit_deltas).
 uint32_t icrc_gso_delta(size_t udp_payload_len, uint16_t id);
 
 } // namespace roce::sw

@@ -83,18 +83,19 @@ struct IdSolver {
     uint16_t combo[32] = {};
 };
 
-const IdSolver& id_solver(size_t covered_after_id) {
+const IdSolver& id_solver(size_t udp_payload_len) {
     thread_local IdSolver cache[4];
     thread_local unsigned next = 0;
     for (const IdSolver& s : cache)
-        if (s.length == covered_after_id)
+        if (s.length == udp_payload_len)
             return s;
     IdSolver& s = cache[next++ % 4];
     s = IdSolver{};
-    s.length = covered_after_id;
-    const uint32_t shift = detail::crc32_x8n(covered_after_id);
+    s.length = udp_payload_len;
+    uint32_t deltas[16];
+    icrc_ipv4_id_bit_deltas(udp_payload_len, deltas);
     for (int b = 0; b < 16; ++b) {
-        uint32_t v = detail::crc32_mulmod(shift, id_bit_raw[size_t(b)]);
+        uint32_t v = deltas[b];
         uint16_t c = uint16_t(1u << b);
         while (v) {
             const int piv = 31 - __builtin_clz(v);
@@ -111,6 +112,15 @@ const IdSolver& id_solver(size_t covered_after_id) {
 }
 
 } // namespace
+
+void icrc_ipv4_id_bit_deltas(size_t udp_payload_len, std::span<uint32_t> out) {
+    // Bytes the ICRC covers after the ID field: the ID bits' raw CRC is shifted over them.
+    const size_t covered_after_id =
+            lrh_size + ipv4_size + udp_size + udp_payload_len - icrc_size - (ipv4_id_offset + 2);
+    const uint32_t shift = detail::crc32_x8n(covered_after_id);
+    for (size_t b = 0; b < out.size() && b < id_bit_raw.size(); ++b)
+        out[b] = detail::crc32_mulmod(shift, id_bit_raw[b]);
+}
 
 uint32_t icrc_compute(const IpContext& ip, std::span<const uint8_t> udp_payload) {
     uint8_t h[max_pseudo];
@@ -175,9 +185,7 @@ bool icrc_verify_any_ipv4_id(const IpContext& ip, std::span<const uint8_t> udp_p
         // The contributions are independent (a nonzero 16-bit pattern times x^32 is never a
         // multiple of P, and x^k is invertible mod P), so a solution, if the other 16 equations
         // allow one, is unique.
-        const size_t covered_after_id =
-            lrh_size + ipv4_size + udp_size + udp_payload.size() - icrc_size - (ipv4_id_offset + 2);
-        const IdSolver& solver = id_solver(covered_after_id);
+        const IdSolver& solver = id_solver(udp_payload.size());
         const auto& basis = solver.basis;
         const auto& combo = solver.combo;
         uint32_t d = delta;

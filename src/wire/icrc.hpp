@@ -31,6 +31,11 @@ uint32_t icrc_compute_parts(const IpContext& ip, std::span<const std::span<const
 // False as well when the payload is too short to hold a BTH and an ICRC.
 bool icrc_verify(const IpContext& ip, std::span<const uint8_t> udp_payload);
 
+// The change of the ICRC of a UDP payload of this length when bit b of its IPv4 ID flips, for
+// b = 0 .. out.size() - 1 (at most 16): the CRC is affine in the ID, so the change of any ID is
+// the XOR of its bits' changes. The ID solver below and GSO senders (segment k has ID k) use it.
+void icrc_ipv4_id_bit_deltas(size_t udp_payload_len, std::span<uint32_t> out);
+
 // A UDP socket never shows the IPv4 identification field. True if the ICRC is valid for
 // ip.ipv4_id, or else for some 16-bit ID (solved in closed form: the CRC is affine over GF(2)).
 // Optionally returns the ID that matched. For IPv6 this is icrc_verify.
