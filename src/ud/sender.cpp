@@ -10,12 +10,16 @@ void Sender::enqueue(PktType type, uint8_t flags, uint8_t am_id, const iovec* io
     if (q_.empty()) {
         last_progress_ns_ = now;   // the peer timeout runs from here while we wait for ACKs
     }
-    std::vector<uint8_t> buf;
-    if (!spare_.empty()) {
-        buf = std::move(spare_.back());
-        spare_.pop_back();
-    }
-    buf.resize(len);
+    Packet& p = q_.push_back();
+    p.psn = next_psn_++;
+    p.type = type;
+    p.flags = flags;
+    p.am_id = am_id;
+    p.tx_count = 0;
+    p.sacked = false;
+    p.sent_ns = 0;
+    p.payload.resize(len);
+    uint8_t* out = p.payload.data();
     size_t done = 0;
     for (size_t i = 0; i < iovcnt && done < len; ++i) {
         const auto* base = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -25,11 +29,10 @@ void Sender::enqueue(PktType type, uint8_t flags, uint8_t am_id, const iovec* io
             continue;
         }
         const size_t take = std::min(n - offset, len - done);
-        std::memcpy(buf.data() + done, base + offset, take);
+        std::memcpy(out + done, base + offset, take);
         done += take;
         offset = 0;
     }
-    q_.push_back(Packet{next_psn_++, type, flags, am_id, 0, false, 0, std::move(buf)});
 }
 
 bool Sender::send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit) {
@@ -115,15 +118,12 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit)
             inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.payload.size());
             // Additive increase: about one packet per window's worth of ACKs.
             cwnd_ = std::min(double(cfg_.max_window), cwnd_ + 1.0 / cwnd_);
-            p.payload.clear();
-            if (spare_.size() < 64) {
-                spare_.push_back(std::move(p.payload));
-            }
             q_.pop_front();
             --n_sent_;
         }
         backoff_ = 0;
         dupacks_ = 0;
+        since_ack_req_ = 0;
         last_progress_ns_ = now;
         timer_deferred_ = false;
         if (in_recovery_ && !seq_lt(ack, recover_psn_)) {

@@ -8,7 +8,7 @@
 // sends to it return its status (timeout) and the failure callback runs once (from progress).
 // Probes (keepalive / ep_check) are sequenced empty packets: their ACK proves the peer alive.
 //
-// Threading: every public method is thread-safe (one recursive mutex). The owner calls
+// Threading: every public method is thread-safe (one recursive lock). The owner calls
 // progress(); callbacks run inside it and may call send_am()/probe() (not progress()). With
 // `progress_thread`, a background thread takes over when the owner has not called progress()
 // for `idle_takeover_ns`: it receives (keeping AMs for the owner's next progress, which the
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/recursive_lock.hpp"
 #include "ud/datagram.hpp"
 #include "ud/receiver.hpp"
 #include "ud/sender.hpp"
@@ -166,7 +167,7 @@ private:
     bool urgent_ = false;                 // a peer owes an immediate ACK (receive())
     std::vector<std::pair<PeerId, Status>> failures_;
     TransportStats stats_;
-    mutable std::recursive_mutex mu_;
+    mutable RecursiveLock mu_;   // a futex word: the owner takes it twice per ping-pong iteration
     bool passive_ = false;                    // the background thread is receiving
     bool notified_ = false;                   // notify_fd_ was written and not yet drained
     std::vector<Deferred> deferred_;

@@ -28,10 +28,8 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/log.hpp"
@@ -279,19 +277,6 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
     for (const auto& [peer, st] : closed_qps_)
         out.push_back(QpCounters{0, 0, peer, QpState::error, qp_stat_list(st), true});
     return out;
-}
-
-void DeviceLock::lock_contended(int c) {
-    if (c != 2)
-        c = state_.exchange(2, std::memory_order_acquire);
-    while (c != 0) {
-        syscall(SYS_futex, reinterpret_cast<int*>(&state_), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
-        c = state_.exchange(2, std::memory_order_acquire);
-    }
-}
-
-void DeviceLock::wake_one() {
-    syscall(SYS_futex, reinterpret_cast<int*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 VQp* DeviceImpl::find_qp_slow(uint32_t qpn) {

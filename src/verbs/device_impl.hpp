@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/recursive_lock.hpp"
 #include "cc/qp_cc.hpp"
 #include "verbs/device.hpp"
 #include "gid/traffic_class.hpp"
@@ -53,42 +54,9 @@ inline constexpr uint8_t conn_flag_tc = 1;
 // peer in the counters, not one per connection.
 inline constexpr uint8_t conn_flag_port = 2;
 
-// The device's lock. Recursive: callbacks run under it re-enter the device (an AM handler that
-// replies posts; a completion callback may destroy its QP). A futex word instead of
-// std::recursive_mutex: the owner thread takes it a few times per ping-pong iteration and
-// almost never meets the CM thread, and glibc's recursive mutex cost ~45 instructions per
-// lock+unlock pair more (measured with callgrind in the rxe guest, where every instruction is
-// emulated). State: 0 free, 1 held, 2 held with waiters (U. Drepper, "Futexes Are Tricky",
-// mutex 3); owner_ is only ever equal to a thread's own id while that thread holds the lock.
-class DeviceLock {
-public:
-    void lock() {
-        const pthread_t self = pthread_self();
-        if (owner_.load(std::memory_order_relaxed) == self) {
-            ++depth_;
-            return;
-        }
-        int c = 0;
-        if (!state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
-            lock_contended(c);
-        owner_.store(self, std::memory_order_relaxed);
-        depth_ = 1;
-    }
-    void unlock() {
-        if (--depth_ != 0)
-            return;
-        owner_.store(pthread_t{}, std::memory_order_relaxed);
-        if (state_.exchange(0, std::memory_order_release) == 2)
-            wake_one();
-    }
-
-private:
-    void lock_contended(int c);
-    void wake_one();
-    std::atomic<int> state_{0};
-    std::atomic<pthread_t> owner_{};
-    unsigned depth_ = 0;   // only touched by the owner
-};
+// The device's lock: RecursiveLock (common/recursive_lock.hpp); callbacks run under it re-enter
+// the device (an AM handler that replies posts; a completion callback may destroy its QP).
+using DeviceLock = RecursiveLock;
 
 // One work request as the device tracks it from post to completion.
 struct WrRec {
