@@ -2,10 +2,7 @@
 
 namespace roce::ud {
 
-uint32_t Receiver::sack() const {
-    if (ooo_.empty()) {
-        return 0;
-    }
+uint32_t Receiver::sack_bits() const {
     uint32_t bits = 0;
     for (unsigned i = 0; i < 32; ++i) {
         if (ooo_.count(rcv_next_ + 1 + i) != 0) {

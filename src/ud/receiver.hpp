@@ -37,7 +37,7 @@ public:
                  const Deliver& deliver);
 
     uint32_t ack() const { return rcv_next_; }
-    uint32_t sack() const;
+    uint32_t sack() const { return ooo_.empty() ? 0 : sack_bits(); }   // (every packet sent asks)
     // Whether an ACK should go out now (ack_req, a hole, a duplicate, every ack_every packets),
     // or once `delay_ns` passed since the first unacknowledged packet.
     bool ack_now() const { return ack_now_; }
@@ -55,6 +55,7 @@ private:
         std::vector<uint8_t> payload;
     };
     void consume(const Header& h, const uint8_t* payload, size_t len, const Deliver& deliver);
+    uint32_t sack_bits() const;
 
     ReceiverConfig cfg_;
     uint32_t rcv_next_ = 0;
