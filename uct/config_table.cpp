@@ -94,6 +94,14 @@ ucs_config_field_t md_config_table[] = {
      "its sockets are created there, while the process itself stays in its own namespace (where "
      "mpirun's PMIx server reaches it). Empty: the process's namespace.",
      offsetof(MdConfig, netns), UCS_CONFIG_TYPE_STRING},
+    {"RCACHE", "try",
+     "Registration cache of the verbs memory domains (roce_<rdma device>), as UCX's ib memory "
+     "domain has: regions stay registered after UCP releases them (rendezvous buffers are "
+     "registered per message) and are dropped when their memory is unmapped. yes: fail to open "
+     "the memory domain without it; try: without it when it cannot be created; no: every "
+     "registration pins its pages. Tuned by UCX_ROCE_RCACHE_* (MAX_SIZE, MAX_REGIONS, ...).",
+     offsetof(MdConfig, rcache), UCS_CONFIG_TYPE_TERNARY},
+    {"", "", nullptr, offsetof(MdConfig, rcache_config), UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
     {nullptr, nullptr, nullptr, 0, {}},
 };
 

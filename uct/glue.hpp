@@ -91,7 +91,9 @@ struct UdIfaceConfig {
 
 struct MdConfig {
     uct_md_config_t super;
-    char* netns;   // UCX_ROCE_NETNS
+    char* netns;                      // UCX_ROCE_NETNS
+    int rcache;                       // UCX_ROCE_RCACHE (ucs_ternary_auto_value_t: yes/no/try)
+    uct_md_rcache_config_t rcache_config;   // UCX_ROCE_RCACHE_* (UCX's own table)
 };
 
 extern ucs_config_field_t iface_config_table[];
@@ -117,6 +119,10 @@ struct Md {
     // UCX_ROCE_NETNS: the network namespace the userspace device's netdevs and sockets are in
     // (empty: the process's own).
     std::string netns;
+    // Verbs memory domains: UCX's registration cache (md_rcache.cpp) in front of ibv_reg_mr;
+    // null when UCX_ROCE_RCACHE=no or it could not be created.
+    ucs_rcache_t* rcache = nullptr;
+    double rcache_overhead = 0;               // its lookup cost (reg_cost)
     bool is_verbs() const { return !rdma_dev.empty(); }
     // The one that is set (md_open fails otherwise).
     RcPd* pd() const { return is_verbs() ? static_cast<RcPd*>(verbs_pd.get()) : sw_pd.get(); }
@@ -130,6 +136,7 @@ struct Memh {
     sw::MrKeys keys;
     bool registered;   // false for an empty range (nothing to register)
     bool allocated;    // memory mapped by mem_alloc (released by mem_free)
+    bool cached;       // part of a registration-cache region (md_rcache.cpp)
 };
 
 // Packed remote key: the rkey plus a marker so keys of another component are refused.
@@ -148,6 +155,15 @@ ucs_status_t rkey_ptr(uct_component_t* component, uct_rkey_t rkey, void* handle,
 ucs_status_t rkey_release(uct_component_t* component, uct_rkey_t rkey, void* handle) noexcept;
 ucs_status_t query_md_resources(uct_component_t* component, uct_md_resource_desc_t** resources_p,
                                 unsigned* num_resources_p) noexcept;
+// md.cpp: one registration of [address, address + length) (rounded out to atomic words) / its end.
+ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags, Memh* memh);
+void deregister_range(Md* md, Memh* memh);
+// md_rcache.cpp: the registration cache of a verbs memory domain. open: per UCX_ROCE_RCACHE
+// (try: without a cache when UCX cannot create one); reg/dereg: a memh inside a cached region.
+ucs_status_t md_rcache_open(Md* md, const MdConfig& config);
+void md_rcache_close(Md* md);
+ucs_status_t md_rcache_reg(Md* md, void* address, size_t length, unsigned flags, Memh** memh_p);
+void md_rcache_dereg(Md* md, Memh* memh);
 
 // ---------------------------------------------------------------- addresses
 

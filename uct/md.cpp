@@ -18,6 +18,7 @@ namespace {
 Md* to_md(uct_md_h h) { return reinterpret_cast<Md*>(h); }
 
 void md_close(uct_md_h tl_md) noexcept {
+    md_rcache_close(to_md(tl_md));   // deregisters what it holds while the PD is still open
     delete to_md(tl_md);
 }
 
@@ -30,7 +31,9 @@ ucs_status_t md_query(uct_md_h tl_md, uct_md_attr_t* attr) noexcept {
     attr->cap.max_alloc = ULONG_MAX;     // anonymous mmap: bounded by the address space only
     attr->cap.max_reg = ULONG_MAX;
     attr->rkey_packed_size = sizeof(PackedRkey);
-    if (to_md(tl_md)->is_verbs()) {
+    if (to_md(tl_md)->rcache != nullptr) {
+        attr->reg_cost = ucs_linear_func_make(to_md(tl_md)->rcache_overhead, 0);   // a lookup
+    } else if (to_md(tl_md)->is_verbs()) {
         // ibv_reg_mr pins and maps every page (the figures UCX's ib MD assumes).
         attr->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
     } else {
@@ -40,6 +43,8 @@ ucs_status_t md_query(uct_md_h tl_md, uct_md_attr_t* attr) noexcept {
     std::memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
+
+} // namespace
 
 ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags, Memh* memh) {
     memh->address = address;
@@ -75,9 +80,18 @@ void deregister_range(Md* md, Memh* memh) {
     }
 }
 
+namespace {
+
 ucs_status_t mem_reg(uct_md_h tl_md, void* address, size_t length, unsigned flags,
                      uct_mem_h* memh_p) noexcept {
     ROCE_UCT_TRY("mem_reg", return _exc_status, {
+        Md* md = to_md(tl_md);
+        if (md->rcache != nullptr && length != 0) {
+            Memh* cached = nullptr;
+            const ucs_status_t status = md_rcache_reg(md, address, length, flags, &cached);
+            if (status == UCS_OK) *memh_p = cached;
+            return status;
+        }
         auto memh = std::make_unique<Memh>();
         memh->allocated = false;
         ucs_status_t status = register_range(to_md(tl_md), address, length, flags, memh.get());
@@ -95,6 +109,10 @@ ucs_status_t mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t* params) 
         auto* memh = static_cast<Memh*>(params->memh);
         if (memh->allocated) {
             return UCS_ERR_INVALID_PARAM;   // belongs to mem_free
+        }
+        if (memh->cached) {
+            md_rcache_dereg(to_md(tl_md), memh);   // back to the cache (kept registered)
+            return UCS_OK;
         }
         deregister_range(to_md(tl_md), memh);
         delete memh;
@@ -228,6 +246,10 @@ ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_co
             Status s = verbs::Pd::open(md->rdma_dev, md->verbs_pd);   // logs why not
             if (s != Status::ok) {
                 return to_ucs(s);
+            }
+            const ucs_status_t rs = md_rcache_open(md.get(), *reinterpret_cast<const MdConfig*>(md_config));
+            if (rs != UCS_OK) {
+                return rs;
             }
         } else {
             ucs_error("rc_roce: unknown memory domain '%s' (expected %s or %s<rdma device>)",

@@ -22,6 +22,7 @@
 #include <ucs/async/async_fwd.h>
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,7 +157,7 @@ static void open_all(ctx_t *c, int with_err_handler, int close_receiver_first)
         exit(1);
     }
     MUST(uct_md_config_read(c->cmp, NULL, NULL, &c->md_config));
-    MUST(uct_md_open(c->cmp, "roce", c->md_config, &c->md));
+    MUST(uct_md_open(c->cmp, getenv("MD") ? getenv("MD") : "roce", c->md_config, &c->md));
     MUST(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &c->async));
     MUST(uct_worker_create(c->async, UCS_THREAD_MODE_SINGLE, &c->worker));
     const char *tl = getenv("TL") ? getenv("TL") : "rc_roce";
@@ -634,6 +635,71 @@ static int test_ep2ep(void)
     return g_failures;
 }
 
+
+/* Registration cache (verbs memory domains, MD=roce_rxe0): a buffer registered again after its
+ * release reuses the cached region (RCACHE_EXPECT_HIT=1); a buffer unmapped and mapped again at
+ * the same address is registered again: what a zero-copy PUT then sends is the new memory's
+ * content, not the old pages' (a stale registration would keep them pinned and send them). */
+static void put_all(ctx_t *c, void *buf, size_t len, uint8_t *target, uct_rkey_t rkey)
+{
+    uct_mem_h mh;
+    MUST(uct_md_mem_reg(c->md, buf, len, UCT_MD_MEM_ACCESS_ALL, &mh));
+    uct_iov_t iov = {.buffer = buf, .length = len, .memh = mh, .count = 1};
+    uct_completion_t comp = {.func = comp_cb, .count = 1, .status = UCS_OK};
+    int before = g_done;
+    if (uct_ep_put_zcopy(c->ep, &iov, 1, (uintptr_t)target, rkey, &comp) == UCS_INPROGRESS) {
+        wait_done(c, before);
+    }
+    MUST(uct_md_mem_dereg(c->md, mh));
+}
+
+static int test_rcache(void)
+{
+    ctx_t c;
+    open_all(&c, 0, 0);
+    const size_t len = 1 << 20;
+    uint8_t *target = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(target != MAP_FAILED && buf != MAP_FAILED, "mmap");
+    uct_mem_h mh_t;
+    MUST(uct_md_mem_reg(c.md, target, len, UCT_MD_MEM_ACCESS_ALL, &mh_t));
+    uint8_t rkey_buf[64];
+    uct_rkey_bundle_t rk;
+    MUST(uct_md_mkey_pack(c.md, mh_t, rkey_buf));
+    MUST(uct_rkey_unpack(c.cmp, rkey_buf, &rk));
+
+    /* The same remote key twice: the same registration (a new one gets a new key). */
+    uct_mem_h m1, m2;
+    uint8_t k1[64], k2[64];
+    MUST(uct_md_mem_reg(c.md, buf, len, UCT_MD_MEM_ACCESS_ALL, &m1));
+    MUST(uct_md_mkey_pack(c.md, m1, k1));
+    MUST(uct_md_mem_dereg(c.md, m1));
+    MUST(uct_md_mem_reg(c.md, buf, len, UCT_MD_MEM_ACCESS_ALL, &m2));
+    MUST(uct_md_mkey_pack(c.md, m2, k2));
+    MUST(uct_md_mem_dereg(c.md, m2));
+    if (getenv("RCACHE_EXPECT_HIT") && atoi(getenv("RCACHE_EXPECT_HIT"))) {
+        CHECK(memcmp(k1, k2, 8) == 0, "registered again instead of reusing the cached region");
+    }
+    for (int round = 0; round < 3; ++round) {
+        const uint8_t v = (uint8_t)(0x11 * (round + 1));
+        memset(buf, v, len);
+        put_all(&c, buf, len, target, rk.rkey);
+        size_t wrong = 0;
+        for (size_t i = 0; i < len; ++i) wrong += target[i] != v;
+        CHECK(wrong == 0, "round %d: %zu of %zu bytes are not 0x%02x (stale pages?)", round, wrong, len, v);
+        /* The same address, new pages: munmap, then map again right there. */
+        CHECK(munmap(buf, len) == 0, "munmap");
+        uint8_t *again = mmap(buf, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        CHECK(again == buf, "mmap at the same address");
+    }
+    uct_rkey_release(c.cmp, &rk);
+    MUST(uct_md_mem_dereg(c.md, mh_t));
+    close_all(&c);
+    munmap(buf, len);
+    munmap(target, len);
+    return g_failures;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "basic";
@@ -648,8 +714,10 @@ int main(int argc, char **argv)
         failures = test_badinput();
     } else if (!strcmp(mode, "ep2ep")) {
         failures = test_ep2ep();
+    } else if (!strcmp(mode, "rcache")) {
+        failures = test_rcache();
     } else {
-        printf("usage: %s basic|failure|events|badinput|ep2ep\n", argv[0]);
+        printf("usage: %s basic|failure|events|badinput|ep2ep|rcache\n", argv[0]);
         return 2;
     }
     printf("%s: %s\n", mode, failures ? "FAILED" : "passed");

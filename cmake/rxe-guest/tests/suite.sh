@@ -275,6 +275,9 @@ if want roce; then
       grep -q "UCX_RC_ROCE_GID_INDEX=200: .*; valid: " "$LOG" \
         || fail_step roce.bad_gid_index "no clear error for UCX_RC_ROCE_GID_INDEX=200"
     fi
+    # Registration cache of the verbs memory domain: a released region is reused, and a buffer
+    # unmapped and mapped again at the same address sends its new content (no stale pages).
+    MD=roce_$DEV DEV=$DEV:1 RCACHE_EXPECT_HIT=1 step roce.rcache "$BUILD/uct/uct_roce_selftest" rcache
     perftest uct.rc_roce.am_lat -t am_lat -x rc_roce -d "$DEV:1" -n 5000 -w 500 \
       && perf_lat rc_roce.am_lat uct.rc_roce.am_lat
     perftest uct.rc_roce.put_bw -t put_bw -x rc_roce -d "$DEV:1" -D zcopy -s 65536 -n 300 -w 30 \
