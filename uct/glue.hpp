@@ -156,7 +156,8 @@ ucs_status_t rkey_release(uct_component_t* component, uct_rkey_t rkey, void* han
 ucs_status_t query_md_resources(uct_component_t* component, uct_md_resource_desc_t** resources_p,
                                 unsigned* num_resources_p) noexcept;
 // md.cpp: one registration of [address, address + length) (rounded out to atomic words) / its end.
-ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags, Memh* memh);
+ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags, Memh* memh,
+                            unsigned access = access_all);
 void deregister_range(Md* md, Memh* memh);
 // md_rcache.cpp: the registration cache of a verbs memory domain. open: per UCX_ROCE_RCACHE
 // (try: without a cache when UCX cannot create one); reg/dereg: a memh inside a cached region.

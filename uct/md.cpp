@@ -46,7 +46,8 @@ ucs_status_t md_query(uct_md_h tl_md, uct_md_attr_t* attr) noexcept {
 
 } // namespace
 
-ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags, Memh* memh) {
+ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags, Memh* memh,
+                            unsigned access) {
     memh->address = address;
     memh->length = length;
     memh->registered = false;
@@ -58,8 +59,7 @@ ucs_status_t register_range(Md* md, void* address, size_t length, unsigned flags
     uintptr_t start = reinterpret_cast<uintptr_t>(address) & ~uintptr_t{atomic_word - 1};
     uintptr_t end = (reinterpret_cast<uintptr_t>(address) + length + atomic_word - 1) &
                     ~uintptr_t{atomic_word - 1};
-    Status s = md->pd()->reg_mr(reinterpret_cast<void*>(start), end - start, sw::access_all,
-                              memh->keys);
+    Status s = md->pd()->reg_mr(reinterpret_cast<void*>(start), end - start, access, memh->keys);
     if (s != Status::ok) {
         uct_md_log_mem_reg_error(flags, "rc_roce: failed to register %p length %zu: %s", address,
                                  length, std::string(to_string(s)).c_str());
@@ -257,6 +257,7 @@ ucs_status_t md_open(uct_component_t* comp, const char* md_name, const uct_md_co
             return UCS_ERR_NO_DEVICE;
         }
         if (md->pd() == nullptr) {
+            md_rcache_close(md.get());
             return UCS_ERR_NO_MEMORY;
         }
         *md_p = &md.release()->super;

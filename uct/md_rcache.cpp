@@ -27,13 +27,21 @@ CachedRegion* region_of(Memh* memh) {
     return reinterpret_cast<CachedRegion*>(reinterpret_cast<char*>(memh) - offsetof(CachedRegion, memh));
 }
 
-ucs_status_t cache_reg(void* context, ucs_rcache_t*, void* arg, ucs_rcache_region_t* r, uint16_t) noexcept {
+// Registered without address lookup (access_no_lookup): the device finds a local buffer's key by
+// address when UCP passes no memory handle, and a region this cache holds may outlive the pages
+// it pinned (an unmapped region is freed only at the cache's next operation).
+ucs_status_t cache_reg(void* context, ucs_rcache_t*, void* arg, ucs_rcache_region_t* r,
+                       uint16_t reg_flags) noexcept {
     auto* cr = reinterpret_cast<CachedRegion*>(r);
-    const unsigned flags = arg != nullptr ? *static_cast<const unsigned*>(arg) : 0;
+    unsigned flags = arg != nullptr ? *static_cast<const unsigned*>(arg) : 0;
+    if (reg_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) {
+        flags |= UCT_MD_MEM_FLAG_HIDE_ERRORS;   // the cache retries a merged region that failed
+    }
     try {
         cr->memh = Memh{};
         const ucs_status_t s = register_range(static_cast<Md*>(context), reinterpret_cast<void*>(r->super.start),
-                                              r->super.end - r->super.start, flags, &cr->memh);
+                                              r->super.end - r->super.start, flags, &cr->memh,
+                                              access_all | access_no_lookup);
         cr->memh.cached = true;
         return s;
     } catch (...) {

@@ -43,6 +43,11 @@ enum Access : unsigned {
     access_remote_read = 1u << 2,
     access_remote_atomic = 1u << 3,
     access_all = 0xf,
+    // Not an access right: the region is a registration cache's, kept registered after its users
+    // released it, so address lookups for a local buffer (verbs' find_lkey) must not return it —
+    // its pages may have been unmapped since (the cache drops it only at its next operation).
+    // The verbs backend only; the userspace device refuses it.
+    access_no_lookup = 1u << 4,
 };
 
 struct MrKeys {

@@ -88,5 +88,26 @@ TEST(UdSenderAckReq, StreamWithoutAcksAsksEveryN) {
         EXPECT_EQ(out.ack_req[i], (i + 1) % c.ack_req_every == 0) << "packet " << i;
 }
 
+
+// With the delay window on, a byte-limited sender asks on the packet that fills the byte window
+// (the packet window is far from full, so the rule for it never fires).
+TEST(UdSenderAckReq, DelayWindowFullAsks) {
+    SenderConfig c;
+    c.delay = true;
+    c.delay_params.init_cwnd = 4000;   // bytes: a window of 4 x 1000-byte packets
+    c.delay_params.min_cwnd = 1000;
+    Sender s(c);
+    std::vector<uint8_t> b(1000, 7);
+    iovec iov{b.data(), b.size()};
+    Sent out;
+    for (int i = 0; i < 10; ++i) s.enqueue(PktType::data, flag_first | flag_last, 1, &iov, 1, 0, b.size(), 0);
+    s.transmit(0, Sender::Emit(out));
+    ASSERT_EQ(out.ack_req.size(), 4u);   // the byte window holds 4
+    EXPECT_FALSE(out.ack_req[0]);
+    EXPECT_FALSE(out.ack_req[1]);
+    EXPECT_FALSE(out.ack_req[2]);
+    EXPECT_TRUE(out.ack_req[3]);
+}
+
 } // namespace
 } // namespace roce::ud

@@ -39,7 +39,8 @@ bool Sender::send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit
     // Ask for an ACK now and then, and when the window is about to fill (the sender would
     // otherwise wait for the receiver's delayed ACK).
     bool ack_req = retransmit || ++since_ack_req_ >= cfg_.ack_req_every ||
-                   double(n_sent_ + 1) >= cwnd_;
+                   double(n_sent_ + 1) >= cwnd_ ||
+                   (delay_ && !delay_->can_send(inflight_bytes_ + p.payload.size()));
     if (!emit(p, ack_req)) {
         return false;
     }

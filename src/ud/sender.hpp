@@ -38,7 +38,8 @@ struct SenderConfig {
     // Ask for an immediate ACK once N packets went out since an ACK last advanced: a one-way
     // stream's receiver acknowledges every 16 anyway, and in a ping-pong every reply carries one,
     // so asking on a fixed count made every 32nd ping-pong message cost an extra ACK packet
-    // ahead of the reply (3% more packets through rxe, counted in the guest).
+    // ahead of the reply (3% more packets through rxe, counted in the guest). A packet that
+    // fills either window (packets, or the delay window's bytes) asks too.
     uint32_t ack_req_every = 32;
     uint64_t min_rto_ns = 2'000'000;
     uint64_t max_rto_ns = 500'000'000;

@@ -62,9 +62,9 @@ Status Pd::open(const std::string& dev_name, std::shared_ptr<Pd>& out) {
 }
 
 Status PdImpl::reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) {
-    if (!addr || len == 0 || (access & ~unsigned(access_all)))
+    if (!addr || len == 0 || (access & ~unsigned(access_all | access_no_lookup)))
         return Status::invalid_param;
-    MrPtr mr(ibv_reg_mr(pd_.get(), addr, len, ibv_access_of(access) | IBV_ACCESS_LOCAL_WRITE));
+    MrPtr mr(ibv_reg_mr(pd_.get(), addr, len, ibv_access_of(access & access_all) | IBV_ACCESS_LOCAL_WRITE));
     if (!mr) {
         ROCE_ERROR("verbs: %s: ibv_reg_mr(%p, %zu) failed: %s", name_.c_str(), addr, len,
                    std::strerror(errno));
@@ -75,8 +75,10 @@ Status PdImpl::reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) {
     out.rkey = mr->rkey;
     std::lock_guard lk(mu_);
     const uintptr_t start = reinterpret_cast<uintptr_t>(addr);
-    by_addr_.emplace(start, lkey);
-    max_len_ = std::max(max_len_, len);
+    if (!(access & access_no_lookup)) {
+        by_addr_.emplace(start, lkey);
+        max_len_ = std::max(max_len_, len);
+    }
     by_lkey_[lkey] = Region{start, len, access, std::move(mr)};
     return Status::ok;
 }
