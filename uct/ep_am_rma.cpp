@@ -32,9 +32,14 @@ bool append_iov(const uct_iov_t* iov, size_t iovcnt, iovec* out, size_t& used, s
 }
 
 // The single contiguous buffer of a put/get zcopy (max_iov is 1).
-bool single_buffer(const uct_iov_t* iov, size_t iovcnt, void*& buffer, size_t& length) {
+// The one non-empty piece of `iov` (false if there are several) and the key of its memory handle
+// (0 without one): UCP registers zero-copy buffers (UCT_MD_FLAG_NEED_MEMH while the registration
+// cache is on), and the device then needs no lookup or registration of its own.
+bool single_buffer(const uct_iov_t* iov, size_t iovcnt, void*& buffer, size_t& length,
+                   uint32_t* lkey = nullptr) {
     buffer = nullptr;
     length = 0;
+    if (lkey != nullptr) *lkey = 0;
     for (size_t i = 0; i < iovcnt; ++i) {
         size_t len = uct_iov_get_length(&iov[i]);
         if (len == 0) {
@@ -45,6 +50,8 @@ bool single_buffer(const uct_iov_t* iov, size_t iovcnt, void*& buffer, size_t& l
         }
         buffer = iov[i].buffer;
         length = len;
+        const auto* memh = static_cast<const Memh*>(iov[i].memh);
+        if (lkey != nullptr && memh != UCT_MEM_HANDLE_NULL && memh->registered) *lkey = memh->keys.lkey;
     }
     return true;
 }
@@ -187,7 +194,8 @@ ucs_status_t ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, u
     ROCE_UCT_TRY("put_zcopy", return _exc_status, {
         void* buffer;
         size_t length;
-        if (!single_buffer(iov, iovcnt, buffer, length)) {
+        uint32_t lkey;
+        if (!single_buffer(iov, iovcnt, buffer, length, &lkey)) {
             return UCS_ERR_UNSUPPORTED;
         }
         UCT_CHECK_LENGTH(length, 0, max_rdma_msg, "put_zcopy");
@@ -202,7 +210,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, u
         }
         RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_write(ep->qpn, wr_id_for(ep, op.get()), buffer, length,
-                                           remote_addr, rkey32(rkey), false));
+                                           remote_addr, rkey32(rkey), false, lkey));
         if (status != UCS_OK) {
             return status;
         }
@@ -251,7 +259,8 @@ ucs_status_t ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, u
     ROCE_UCT_TRY("get_zcopy", return _exc_status, {
         void* buffer;
         size_t length;
-        if (!single_buffer(iov, iovcnt, buffer, length)) {
+        uint32_t lkey;
+        if (!single_buffer(iov, iovcnt, buffer, length, &lkey)) {
             return UCS_ERR_UNSUPPORTED;
         }
         UCT_CHECK_LENGTH(length, 0, max_rdma_msg, "get_zcopy");
@@ -266,7 +275,7 @@ ucs_status_t ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, u
         }
         RcDevice& dev = *ep->iface->dev;
         status = posted(ep, dev.post_read(ep->qpn, wr_id_for(ep, op.get()), buffer, length,
-                                          remote_addr, rkey32(rkey)));
+                                          remote_addr, rkey32(rkey), lkey));
         if (status != UCS_OK) {
             return status;
         }

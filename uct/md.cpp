@@ -32,6 +32,8 @@ ucs_status_t md_query(uct_md_h tl_md, uct_md_attr_t* attr) noexcept {
     attr->cap.max_reg = ULONG_MAX;
     attr->rkey_packed_size = sizeof(PackedRkey);
     if (to_md(tl_md)->rcache != nullptr) {
+        // UCP then registers zero-copy buffers too (a cache lookup) and passes their key along.
+        attr->cap.flags |= UCT_MD_FLAG_NEED_MEMH;
         attr->reg_cost = ucs_linear_func_make(to_md(tl_md)->rcache_overhead, 0);   // a lookup
     } else if (to_md(tl_md)->is_verbs()) {
         // ibv_reg_mr pins and maps every page (the figures UCX's ib MD assumes).

@@ -139,12 +139,14 @@ public:
     virtual Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                              const uint32_t* imm = nullptr) = 0;
     // RDMA WRITE from `local` (copied before return when `copy` is set, else it must stay
-    // valid until the completion).
+    // valid until the completion). `lkey`: the key of the caller's registration covering `local`
+    // (a verbs device then needs no lookup; 0: it finds one by address or registers the buffer
+    // for the operation). The userspace device needs none.
     virtual Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                              uint64_t remote_va, uint32_t rkey, bool copy) = 0;
-    // RDMA READ into `local` (must stay valid until the completion).
+                              uint64_t remote_va, uint32_t rkey, bool copy, uint32_t lkey = 0) = 0;
+    // RDMA READ into `local` (must stay valid until the completion); `lkey` as for post_write.
     virtual Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
-                             uint64_t remote_va, uint32_t rkey) = 0;
+                             uint64_t remote_va, uint32_t rkey, uint32_t lkey = 0) = 0;
     // 64-bit atomics; the original remote value is stored to *result (if non-null) before the
     // completion is reported. remote_va must be 8-byte aligned.
     virtual Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,

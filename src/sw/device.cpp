@@ -351,7 +351,7 @@ Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, siz
 }
 
 Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                              uint64_t remote_va, uint32_t rkey, bool copy) {
+                              uint64_t remote_va, uint32_t rkey, bool copy, uint32_t /*lkey*/) {
     if (len > 0xffffffffu || (len && !local))
         return Status::invalid_param;
     Wr w;
@@ -372,7 +372,7 @@ Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, s
 }
 
 Status DeviceImpl::post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
-                             uint64_t remote_va, uint32_t rkey) {
+                             uint64_t remote_va, uint32_t rkey, uint32_t /*lkey*/) {
     if (len > 0x7fffffffu || (len && !local))
         return Status::invalid_param;
     Wr w;

@@ -81,9 +81,9 @@ public:
     Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                      const uint32_t* imm) override;
     Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                      uint64_t remote_va, uint32_t rkey, bool copy) override;
+                      uint64_t remote_va, uint32_t rkey, bool copy, uint32_t lkey = 0) override;
     Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len, uint64_t remote_va,
-                     uint32_t rkey) override;
+                     uint32_t rkey, uint32_t lkey = 0) override;
     Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
                           uint64_t add, uint64_t* result) override;
     Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,

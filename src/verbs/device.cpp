@@ -592,9 +592,8 @@ Status DeviceImpl::stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total
     return Status::ok;
 }
 
-Status DeviceImpl::stage_local(WrRec& r, void* local, size_t len, bool to_local) {
-    uint32_t lkey;
-    if (pd_->find_lkey(local, len, lkey)) {
+Status DeviceImpl::stage_local(WrRec& r, void* local, size_t len, bool to_local, uint32_t lkey) {
+    if (lkey != 0 || pd_->find_lkey(local, len, lkey)) {
         r.sge[0] = {reinterpret_cast<uintptr_t>(local), uint32_t(len), lkey};
         r.wr.num_sge = 1;
         return Status::ok;
@@ -814,7 +813,7 @@ Status DeviceImpl::post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, siz
 }
 
 Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                              uint64_t remote_va, uint32_t rkey, bool copy) {
+                              uint64_t remote_va, uint32_t rkey, bool copy, uint32_t lkey) {
     if (len > 0x7fffffffu || (len && !local))
         return Status::invalid_param;
     std::lock_guard lk(mu_);
@@ -839,7 +838,7 @@ Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, s
         const iovec one{const_cast<void*>(local), len};
         s = stage_copy(r, &one, 1, len);
     } else {
-        s = stage_local(r, const_cast<void*>(local), len, false);
+        s = stage_local(r, const_cast<void*>(local), len, false, lkey);
     }
     if (s != Status::ok)
         return drop_new_wr(*q, s);
@@ -847,7 +846,7 @@ Status DeviceImpl::post_write(uint32_t qpn, uint64_t wr_id, const void* local, s
 }
 
 Status DeviceImpl::post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len,
-                             uint64_t remote_va, uint32_t rkey) {
+                             uint64_t remote_va, uint32_t rkey, uint32_t lkey) {
     if (len > 0x7fffffffu || (len && !local))
         return Status::invalid_param;
     std::lock_guard lk(mu_);
@@ -861,7 +860,7 @@ Status DeviceImpl::post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t l
     r.wr.wr.rdma.remote_addr = remote_va;
     r.wr.wr.rdma.rkey = rkey;
     if (len) {
-        if (Status s = stage_local(r, local, len, true); s != Status::ok)
+        if (Status s = stage_local(r, local, len, true, lkey); s != Status::ok)
             return drop_new_wr(*q, s);
     }
     return submit(*q);

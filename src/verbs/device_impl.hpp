@@ -234,9 +234,9 @@ public:
     Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                      const uint32_t* imm) override;
     Status post_write(uint32_t qpn, uint64_t wr_id, const void* local, size_t len,
-                      uint64_t remote_va, uint32_t rkey, bool copy) override;
+                      uint64_t remote_va, uint32_t rkey, bool copy, uint32_t lkey = 0) override;
     Status post_read(uint32_t qpn, uint64_t wr_id, void* local, size_t len, uint64_t remote_va,
-                     uint32_t rkey) override;
+                     uint32_t rkey, uint32_t lkey = 0) override;
     Status post_fetch_add(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
                           uint64_t add, uint64_t* result) override;
     Status post_cmp_swap(uint32_t qpn, uint64_t wr_id, uint64_t remote_va, uint32_t rkey,
@@ -294,7 +294,7 @@ public:
     void want_lazy_tails();
     uint8_t* bounce_ptr(int slot) { return bounce_buf_.get() + size_t(slot) * cfg_.bounce_size; }
     Status stage_copy(WrRec& r, const iovec* iov, size_t n, size_t total);
-    Status stage_local(WrRec& r, void* local, size_t len, bool write_to_local);
+    Status stage_local(WrRec& r, void* local, size_t len, bool write_to_local, uint32_t lkey);
     Status stage_inline(WrRec& r);         // an inline WR that must wait: into a bounce slot
     void finish(VQp& q, WrRec& r, Status st);   // resources, result, user completion
     void fail_qp(VQp& q, Status st);   // QP -> error: pending WRs complete with st; posted ones flush
