@@ -31,10 +31,10 @@ bool append_iov(const uct_iov_t* iov, size_t iovcnt, iovec* out, size_t& used, s
     return true;
 }
 
-// The single contiguous buffer of a put/get zcopy (max_iov is 1).
-// The one non-empty piece of `iov` (false if there are several) and the key of its memory handle
-// (0 without one): UCP registers zero-copy buffers (UCT_MD_FLAG_NEED_MEMH while the registration
-// cache is on), and the device then needs no lookup or registration of its own.
+// The single contiguous buffer of a put/get zcopy (max_iov is 1): the one non-empty piece of
+// `iov` (false if there are several) and the key of its memory handle (0 without one): UCP
+// registers zero-copy buffers (UCT_MD_FLAG_NEED_MEMH while the registration cache is on), and the
+// device then needs no lookup or registration of its own.
 bool single_buffer(const uct_iov_t* iov, size_t iovcnt, void*& buffer, size_t& length,
                    uint32_t* lkey = nullptr) {
     buffer = nullptr;

@@ -96,7 +96,7 @@ ucs_status_t mem_reg(uct_md_h tl_md, void* address, size_t length, unsigned flag
         }
         auto memh = std::make_unique<Memh>();
         memh->allocated = false;
-        ucs_status_t status = register_range(to_md(tl_md), address, length, flags, memh.get());
+        ucs_status_t status = register_range(md, address, length, flags, memh.get());
         if (status != UCS_OK) {
             return status;
         }

@@ -17,29 +17,16 @@ namespace roce {
 class RecursiveLock {
 public:
     void lock() {
-        const pthread_t self = pthread_self();
-        if (owner_.load(std::memory_order_relaxed) == self) {
-            ++depth_;
-            return;
-        }
-        int c = 0;
-        if (!state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
+        int c;
+        if (!try_lock(c)) {
             lock_contended(c);
-        owner_.store(self, std::memory_order_relaxed);
-        depth_ = 1;
+            owner_.store(pthread_self(), std::memory_order_relaxed);
+            depth_ = 1;
+        }
     }
     bool try_lock() {
-        const pthread_t self = pthread_self();
-        if (owner_.load(std::memory_order_relaxed) == self) {
-            ++depth_;
-            return true;
-        }
-        int c = 0;
-        if (!state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
-            return false;
-        owner_.store(self, std::memory_order_relaxed);
-        depth_ = 1;
-        return true;
+        int c;
+        return try_lock(c);
     }
     void unlock() {
         if (--depth_ != 0)
@@ -50,6 +37,20 @@ public:
     }
 
 private:
+    // Taken (again, or free until now); else false with the state word seen in `c`.
+    bool try_lock(int& c) {
+        const pthread_t self = pthread_self();
+        if (owner_.load(std::memory_order_relaxed) == self) {
+            ++depth_;
+            return true;
+        }
+        c = 0;
+        if (!state_.compare_exchange_strong(c, 1, std::memory_order_acquire))
+            return false;
+        owner_.store(self, std::memory_order_relaxed);
+        depth_ = 1;
+        return true;
+    }
     void lock_contended(int c);
     void wake_one();
     std::atomic<int> state_{0};

@@ -16,15 +16,27 @@ struct Count {
     bool operator()(const Sender::Packet&, bool) { ++sent; return true; }
 };
 
-TEST(UdSenderTimer, ExpiryAfterAGapWaitsOneTimeoutThenFires) {
-    SenderConfig c;
-    c.min_rto_ns = 20 * ms;
-    Sender s(c);
-    std::vector<uint8_t> b(100, 1);
-    iovec iov{b.data(), b.size()};
-    for (int i = 0; i < 3; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+// A sender with a 20 ms minimum RTO and `packets` 100-byte packets sent at time 0.
+struct Started {
+    explicit Started(unsigned packets) : s(config()) {
+        std::vector<uint8_t> b(100, 1);
+        iovec iov{b.data(), b.size()};
+        for (unsigned i = 0; i < packets; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+        s.transmit(0, Sender::Emit(n));
+    }
+    static SenderConfig config() {
+        SenderConfig c;
+        c.min_rto_ns = 20 * ms;
+        return c;
+    }
+    Sender s;
     Count n;
-    s.transmit(0, Sender::Emit(n));
+};
+
+TEST(UdSenderTimer, ExpiryAfterAGapWaitsOneTimeoutThenFires) {
+    Started t(3);
+    Sender& s = t.s;
+    Count& n = t.n;
     ASSERT_EQ(n.sent, 3u);
     // 25 ms later, the caller back from a gap: restarted, nothing resent.
     EXPECT_TRUE(s.on_timer(25 * ms, Sender::Emit(n), true));
@@ -42,14 +54,9 @@ TEST(UdSenderTimer, ExpiryAfterAGapWaitsOneTimeoutThenFires) {
 }
 
 TEST(UdSenderTimer, WithoutAGapTheTimerFiresOnTime) {
-    SenderConfig c;
-    c.min_rto_ns = 20 * ms;
-    Sender s(c);
-    std::vector<uint8_t> b(100, 1);
-    iovec iov{b.data(), b.size()};
-    s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
-    Count n;
-    s.transmit(0, Sender::Emit(n));
+    Started t(1);
+    Sender& s = t.s;
+    Count& n = t.n;
     EXPECT_TRUE(s.on_timer(19 * ms, Sender::Emit(n)));
     EXPECT_EQ(s.stats().timeouts, 0u);
     EXPECT_TRUE(s.on_timer(21 * ms, Sender::Emit(n)));
