@@ -107,12 +107,13 @@
       "Run a background thread that serves one-sided operations (RDMA READ/WRITE/atomics, "    \
       "ACKs, retransmissions) while the owner does not call progress.")                        \
     X(idle_takeover, double, "IDLE_TAKEOVER", "500us", TIME,                                   \
-      "How long the owner may stay out of progress before the background thread takes over. " \
-      "The thread checks this often while the owner polls and each wake-up preempts a "       \
-      "busy-polling rank; longer values leave one-sided operations to an owner that polls "   \
-      "only now and then. Measured on 2 cores (MPI 8 B latency, ucp_get 1 MiB from a "        \
-      "passive target): 200us 4.0-4.4 us, 2.5 GB/s; 500us 3.3-3.5 us, 1.75 GB/s; 1ms "       \
-      "3.2-3.4 us, 0.76 GB/s. Keep it well below TIMEOUT.")                                    \
+      "How long the owner may stay out of progress before the background thread takes over "  \
+      "(within 1.5x this time: the thread sleeps while the owner calls, which pushes a timer "\
+      "forward every half of it). Shorter values serve one-sided operations sooner to an "    \
+      "owner that polls only now and then, but cost a busy rank that timer's system calls "   \
+      "and takeovers whenever it is merely preempted. Measured on 2 cores, 3 interleaved "    \
+      "rounds (MPI 8 B latency, ucp_get 1 MiB from a passive target): 200us 8.5-8.6 us, "     \
+      "3.2-3.3 GB/s; 500us 7.6-7.9 us, 2.4-2.5 GB/s. Keep it well below TIMEOUT.")            \
     X(gso, int, "GSO", "y", BOOL,                                                              \
       "Transmit runs of equal-size packets to one peer as one UDP_SEGMENT send (kernel GSO); "\
       "off when the kernel lacks it or fault injection is active.")                           \
@@ -165,7 +166,10 @@
       "emulated one-sided operations complete and the process does not look dead.")           \
     X(idle_takeover, double, "IDLE_TAKEOVER", "2ms", TIME,                                     \
       "How long the owner may stay out of progress before the background thread takes over "  \
-      "(it keeps ACKs and retransmissions going; shorter values compete with a busy owner).") \
+      "(within 1.5x this time; it sleeps while the owner calls). It then receives, keeps ACKs "\
+      "and retransmissions going and sends messages the owner posted after its last progress "\
+      "call (those wait for the next call, to leave in one batch). Shorter values compete "   \
+      "with a busy owner.")                                                                    \
     X(cc, char*, "CC", "auto", STRING,                                                         \
       "Congestion control per peer on top of the loss-based AIMD window (always on): off; "   \
       "delay, the delay-target byte window of rc_roce's CC=delay fed by ud_roce's round-trip " \

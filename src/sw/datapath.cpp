@@ -228,17 +228,6 @@ void DeviceImpl::tx_send_runs(unsigned m) {
     }
 }
 
-namespace {
-
-void xor_icrc(uint8_t* p, uint32_t delta) {
-    p[0] ^= uint8_t(delta);
-    p[1] ^= uint8_t(delta >> 8);
-    p[2] ^= uint8_t(delta >> 16);
-    p[3] ^= uint8_t(delta >> 24);
-}
-
-} // namespace
-
 // Runs of equal-size packets to one destination (the last may be shorter) become one
 // UDP_SEGMENT send. The kernel numbers the segments' IPv4 IDs 0, 1, 2, ... (DF, unconnected
 // socket), so segment k's ICRC is patched from ID 0 to ID k. A gathered packet is three iovecs
@@ -560,7 +549,7 @@ unsigned DeviceImpl::progress_locked(bool owner) {
     }
     const uint64_t now = now_ns();
     if (owner)   // the same reading: every clock read is on the busy-poll path
-        last_owner_ns_.store(now, std::memory_order_relaxed);
+        owner_.stamp(now);
     send_delayed(now);
     run_timers(now);
     if (pcap_ && now - pcap_flushed_ns_ > 1000000000) {   // the trace readable while the job runs

@@ -113,7 +113,7 @@ Status DeviceImpl::init() {
     ev.data.fd = notify_fd_;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, notify_fd_, &ev);
 
-    last_owner_ns_ = now_ns();
+    owner_.open(uint64_t(cfg_.idle_takeover_us) * 1000, now_ns(), cfg_.progress_thread);
     if (cfg_.progress_thread)
         thread_ = std::thread([this] { thread_main(); });
     return Status::ok;
@@ -487,24 +487,19 @@ void DeviceImpl::hold_tx(uint64_t now) {
 
 unsigned DeviceImpl::progress() {
     std::lock_guard lk(mu_);
-    last_owner_ns_.store(now_ns(), std::memory_order_relaxed);
+    owner_.stamp(now_ns());
     const unsigned pending_from_thread = new_events_;
     new_events_ = 0;
     tx_flush();   // anything held back by the previous call or posted since
-    return progress_locked(true) + pending_from_thread;   // it stamps last_owner_ns_ again
+    return progress_locked(true) + pending_from_thread;   // it stamps owner_ again
 }
 
 void DeviceImpl::thread_main() {
     const uint64_t idle_ns = uint64_t(cfg_.idle_takeover_us) * 1000;
     while (!stop_.load()) {
         const uint64_t now = now_ns();
-        const uint64_t since = elapsed_ns(now, last_owner_ns_.load(std::memory_order_relaxed));
-        if (since < idle_ns) {
-            // The owner is progressing: sleep until it might have gone idle.
-            pollfd p{stop_fd_, POLLIN, 0};
-            const uint64_t wait_ns = idle_ns - since;
-            timespec ts{time_t(wait_ns / 1000000000ull), long(wait_ns % 1000000000ull)};
-            ppoll(&p, 1, &ts, nullptr);
+        if (!owner_.owner_idle(now)) {
+            owner_.wait_owner_idle(stop_fd_);   // asleep while the owner progresses
             continue;
         }
         // Sleep until a packet arrives or the next timer is due (at most 10 ms, so work posted
@@ -527,7 +522,7 @@ void DeviceImpl::thread_main() {
             ppoll(&ps, 1, &bt, nullptr);
             continue;
         }
-        if (elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed)) < idle_ns)
+        if (!owner_.owner_idle(now_ns()))
             continue;
         const unsigned before = new_events_;
         last_timer_ns_ = now_ns();   // the thread was watching the socket, not away

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/owner_watch.hpp"
 #include "sw/cm.hpp"
 #include "sw/device.hpp"
 #include "sw/fault.hpp"
@@ -307,7 +308,7 @@ public:
     int epoll_fd_ = -1;
     int notify_fd_ = -1;     // eventfd: work queued for the owner
     int stop_fd_ = -1;       // eventfd: stop the thread
-    std::atomic<uint64_t> last_owner_ns_{0};
+    OwnerWatch owner_;   // the owner's last progress call; wakes the thread once it stopped
     std::atomic<bool> stop_{false};
     std::atomic<bool> notified_{false};   // notify_fd_ has been written (skip the read syscall otherwise)
     std::thread thread_;

@@ -31,6 +31,14 @@ private:
     unsigned next_ = 0;   // round-robin victim
 };
 
+// Applies (or, again, undoes) a change to the ICRC at `icrc` (its 4 bytes as on the wire).
+inline void xor_icrc(uint8_t* icrc, uint32_t delta) {
+    icrc[0] ^= uint8_t(delta);
+    icrc[1] ^= uint8_t(delta >> 8);
+    icrc[2] ^= uint8_t(delta >> 16);
+    icrc[3] ^= uint8_t(delta >> 24);
+}
+
 // The change of the ICRC of a UDP payload of this length when its IPv4 ID goes from 0 to `id`,
 // computed without the cache (any 16-bit ID, wire::icrc_ipv4_id_bit_deltas).
 uint32_t icrc_gso_delta(size_t udp_payload_len, uint16_t id);

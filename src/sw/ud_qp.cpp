@@ -1,22 +1,25 @@
 #include "sw/ud_qp.hpp"
 
+#include <array>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <random>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <vector>
 
 #include "common/clock.hpp"
 #include "common/log.hpp"
 #include "sw/fault.hpp"
+#include "sw/gso_icrc.hpp"
 #include "sw/udp_socket.hpp"
 #include "wire/icrc.hpp"
 
 namespace roce::sw {
 namespace {
 
-constexpr unsigned rx_batch = 32;
+constexpr unsigned tx_batch = 32;
 
 class UdQpImpl final : public ud::DatagramQp {
 public:
@@ -27,7 +30,7 @@ public:
             cfg_.mtu != 4096) {
             return Status::invalid_param;
         }
-        const Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.priority);
+        const Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.priority, true);
         if (s != Status::ok) {
             return s;
         }
@@ -35,13 +38,18 @@ public:
         qpn_ = 2 + rd() % ((1u << 24) - 2);   // never 0 (SMI) or 1 (GSI)
         max_pkt_ = wire::packet_size(uint8_t(wire::Opcode::ud_send_only), cfg_.mtu);
         tx_buf_.resize(max_pkt_);
+        batch_bufs_.resize(size_t(tx_batch) * max_pkt_);
         held_.reserve(max_pkt_);
-        rx_bufs_.resize(size_t(rx_batch) * (max_pkt_ + 64));
-        rx_msgs_.resize(rx_batch);
-        rx_iov_.resize(rx_batch);
-        rx_sa_.resize(rx_batch);
-        for (unsigned i = 0; i < rx_batch; ++i) {
-            rx_iov_[i] = {rx_bufs_.data() + size_t(i) * (max_pkt_ + 64), max_pkt_ + 64};
+        // With GRO a received entry is a whole GSO run (up to 64 KiB, split in deliver()).
+        rx_n_ = sock_.gro_enabled() ? 16 : 32;
+        const size_t entry = sock_.gro_enabled() ? 65536 : max_pkt_ + 64;
+        rx_bufs_.resize(size_t(rx_n_) * entry);
+        rx_msgs_.resize(rx_n_);
+        rx_iov_.resize(rx_n_);
+        rx_sa_.resize(rx_n_);
+        rx_cmsg_.resize(rx_n_);
+        for (unsigned i = 0; i < rx_n_; ++i) {
+            rx_iov_[i] = {rx_bufs_.data() + size_t(i) * entry, entry};
             reset_rx_header(i);
         }
         return Status::ok;
@@ -52,47 +60,23 @@ public:
     int event_fd() const override { return sock_.fd(); }
     ud::DatagramStats stats() const override { return st_; }
 
-    Status send(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt) override {
-        if (dst.net.family != sock_.local().family) {
-            return Status::unreachable;
-        }
-        size_t len = 0;
-        for (size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
-        if (len > cfg_.mtu) {
-            return Status::invalid_param;
-        }
-        // Gather the payload behind the headers' room, then let build() write headers + ICRC.
-        gather_.resize(len);
-        size_t off = 0;
-        for (size_t i = 0; i < iovcnt; ++i) {
-            std::memcpy(gather_.data() + off, iov[i].iov_base, iov[i].iov_len);
-            off += iov[i].iov_len;
-        }
-        wire::Packet pkt;
-        pkt.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
-        pkt.bth.dest_qp = dst.qpn;
-        pkt.bth.psn = psn_++ & 0xffffff;
-        pkt.deth.qkey = cfg_.qkey;
-        pkt.deth.src_qp = qpn_;
-        wire::IpContext ip;
-        fill_ip_context(sock_.local(), dst.net, ip);
-        const size_t n = wire::build(pkt, gather_, ip, tx_buf_);
-        if (n == 0) {
-            return Status::invalid_param;
-        }
-        sockaddr_storage ss;
-        const socklen_t sl = to_sockaddr(dst.net, ss);
-        if (faults_.enabled()) {
-            return send_faulty(n, ss, sl);
-        }
-        return transmit(tx_buf_.data(), n, ss, sl);
-    }
+    ~UdQpImpl() override { flush_batch(); }
 
+    Status send(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt) override {
+        return stage(dst, iov, iovcnt, false);
+    }
+    Status send_held(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt) override {
+        return stage(dst, iov, iovcnt, true);
+    }
+    void flush() override { flush_batch(); }
+
+    // A GSO run received whole (GRO) is handed whole: a call may hand a little more than max.
     size_t poll(FunctionRef<void(const ud::Datagram&)> fn, size_t max) override {
+        flush_batch();
         flush_held();
         size_t handed = 0;
         while (handed < max) {
-            const unsigned want = unsigned(std::min<size_t>(rx_batch, max - handed));
+            const unsigned want = unsigned(std::min<size_t>(rx_n_, max - handed));
             // The headers were set up once (init); recvmmsg rewrites only those it fills.
             const int got = sock_.recv_batch(rx_msgs_.data(), want);
             for (int i = 0; i < got; ++i) {
@@ -105,12 +89,163 @@ public:
     }
 
 private:
+    struct Run {
+        unsigned first = 0, n = 0;   // batch_[first, first + n): one sendmmsg message
+    };
+
+    // Builds the packet into the next batch slot; sends it (and what waits before it) unless
+    // `hold` and the batch has room. Fault injection sends one by one, as before batching.
+    Status stage(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt, bool hold) {
+        if (dst.net.family != sock_.local().family) {
+            return Status::unreachable;
+        }
+        size_t len = 0;
+        for (size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
+        if (len > cfg_.mtu) {
+            return Status::invalid_param;
+        }
+        if (batch_n_ == tx_batch && !flush_batch()) {
+            return Status::no_resource;   // the socket takes nothing more now; nothing was taken
+        }
+        const bool faulty = faults_.enabled();
+        if (faulty) {
+            flush_batch();   // in order, ahead of this one
+        }
+        // Gather the payload behind the headers' room, then let build() write headers + ICRC.
+        gather_.resize(len);
+        size_t off = 0;
+        for (size_t i = 0; i < iovcnt; ++i) {
+            std::memcpy(gather_.data() + off, iov[i].iov_base, iov[i].iov_len);
+            off += iov[i].iov_len;
+        }
+        wire::Packet pkt;
+        pkt.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+        pkt.bth.dest_qp = dst.qpn;
+        pkt.bth.psn = psn_ & 0xffffff;
+        pkt.deth.qkey = cfg_.qkey;
+        pkt.deth.src_qp = qpn_;
+        wire::IpContext ip;
+        fill_ip_context(sock_.local(), dst.net, ip);
+        uint8_t* buf = faulty ? tx_buf_.data() : slot_buf(batch_n_);   // batch_n_ < tx_batch here
+        const size_t n = wire::build(pkt, gather_, ip, {buf, max_pkt_});
+        if (n == 0) {
+            return Status::invalid_param;
+        }
+        ++psn_;
+        sockaddr_storage ss;
+        const socklen_t sl = to_sockaddr(dst.net, ss);
+        if (faulty) {
+            return send_faulty(n, ss, sl);
+        }
+        if (batch_n_ == 0 && !hold) {
+            return transmit(buf, n, ss, sl);   // alone: one sendto, refused -> no_resource
+        }
+        batch_[batch_n_++] = {n, ss, sl};
+        if (!hold || batch_n_ == tx_batch) {
+            flush_batch();   // what the socket refuses stays queued, in order
+        }
+        return Status::ok;
+    }
+
+    uint8_t* slot_buf(unsigned i) { return batch_bufs_.data() + size_t(i) * max_pkt_; }
+
+    // Sends the batch with sendmmsg; true when nothing is left. Runs of one destination and
+    // length (the last may be shorter) go as one UDP_SEGMENT send: one trip through the
+    // kernel's send path for up to 64 datagrams. The kernel numbers a run's IPv4 IDs 0, 1, 2,
+    // ... (DF, unconnected socket) and the ICRC covers the ID, so segment k's ICRC is patched
+    // from ID 0 to k while it is in flight (undone for what stays queued). A full socket buffer
+    // (EAGAIN, ENOBUFS) keeps the rest for the next flush; other errors lose that run, like a
+    // wire.
+    bool flush_batch() {
+        unsigned done = 0;
+        while (done < batch_n_) {
+            const unsigned m = build_runs(done);
+            const int r = ::sendmmsg(sock_.fd(), batch_msgs_.data(), m, MSG_DONTWAIT);
+            const unsigned sent = r < 0 ? 0 : unsigned(r);
+            for (unsigned q = 0; q < sent; ++q) {
+                const Run& run = runs_[q];
+                st_.tx_packets += run.n;
+                for (unsigned k = 0; k < run.n; ++k) st_.tx_bytes += batch_[run.first + k].len;
+                done += run.n;
+            }
+            for (unsigned q = sent; q < m; ++q) patch_run(runs_[q]);   // back to ID 0
+            if (r > 0) {
+                ++st_.tx_batches;
+                continue;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) break;
+            st_.tx_dropped += runs_[0].n;   // refused outright: lost
+            done += runs_[0].n;
+        }
+        if (done == 0) {
+            return batch_n_ == 0;
+        }
+        // Rare (a full socket buffer): move what is left to the front.
+        for (unsigned k = done; k < batch_n_; ++k) {
+            std::memmove(slot_buf(k - done), slot_buf(k), batch_[k].len);
+            batch_[k - done] = batch_[k];
+        }
+        batch_n_ -= done;
+        return batch_n_ == 0;
+    }
+
+    // The messages for batch_[from, batch_n_), a run each (ICRCs patched); returns how many.
+    unsigned build_runs(unsigned from) {
+        unsigned m = 0;
+        for (unsigned i = from; i < batch_n_; ++m) {
+            const Slot& f = batch_[i];
+            unsigned j = i + 1;
+            if (sock_.gso_supported()) {
+                const unsigned cap = std::min<unsigned>(GsoIcrcPatches::max_segments, unsigned(65507 / f.len));
+                while (j < batch_n_ && j - i < cap && batch_[j].sl == f.sl && batch_[j].len <= f.len &&
+                       std::memcmp(&batch_[j].sa, &f.sa, f.sl) == 0) {
+                    const bool shorter = batch_[j].len < f.len;
+                    ++j;
+                    if (shorter) break;
+                }
+            }
+            runs_[m] = {i, j - i};
+            patch_run(runs_[m]);
+            for (unsigned k = i; k < j; ++k) batch_iov_[k] = {slot_buf(k), batch_[k].len};
+            mmsghdr& mm = batch_msgs_[m];
+            mm = mmsghdr{};
+            mm.msg_hdr.msg_name = const_cast<sockaddr_storage*>(&f.sa);
+            mm.msg_hdr.msg_namelen = f.sl;
+            mm.msg_hdr.msg_iov = &batch_iov_[i];
+            mm.msg_hdr.msg_iovlen = j - i;
+            if (j - i > 1) {
+                mm.msg_hdr.msg_control = batch_cmsg_[m].b;
+                mm.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+                cmsghdr* cm = CMSG_FIRSTHDR(&mm.msg_hdr);
+                cm->cmsg_level = IPPROTO_UDP;
+                cm->cmsg_type = UDP_SEGMENT;
+                cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                const uint16_t seg = uint16_t(f.len);
+                std::memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+            }
+            i = j;
+        }
+        return m;
+    }
+
+    // Applies segment k's IPv4-ID patch to each packet of an IPv4 run; applying it again undoes it.
+    void patch_run(const Run& run) {
+        if (run.n < 2 || batch_[run.first].sa.ss_family != AF_INET) return;
+        for (unsigned k = 1; k < run.n; ++k) {
+            const Slot& sl = batch_[run.first + k];
+            xor_icrc(slot_buf(run.first + k) + sl.len - 4, gso_patches_.patch(sl.len, k));
+        }
+    }
+
     void reset_rx_header(unsigned i) {
         rx_msgs_[i] = mmsghdr{};
         rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
         rx_msgs_[i].msg_hdr.msg_iovlen = 1;
         rx_msgs_[i].msg_hdr.msg_name = &rx_sa_[i];
         rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+        rx_msgs_[i].msg_hdr.msg_control = rx_cmsg_[i].b;   // UDP_GRO: the run's segment size
+        rx_msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].b);
     }
 
     size_t deliver(const mmsghdr& mh, const sockaddr_storage& sa, const iovec& iov,
@@ -119,25 +254,49 @@ private:
         if (!from_sockaddr(reinterpret_cast<const sockaddr*>(&sa), mh.msg_hdr.msg_namelen, src)) {
             return 0;
         }
-        const size_t len = mh.msg_len;
-        ++st_.rx_packets;
-        st_.rx_bytes += len;
+        size_t len = mh.msg_len;
         if (mh.msg_hdr.msg_flags & MSG_TRUNC) {
+            ++st_.rx_packets;
+            st_.rx_bytes += len;
             ++st_.malformed;
             return 0;
         }
+        size_t seg = len;
+        for (cmsghdr* cm = CMSG_FIRSTHDR(&mh.msg_hdr); cm; cm = CMSG_NXTHDR(const_cast<msghdr*>(&mh.msg_hdr), cm)) {
+            if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
+                int gs = 0;
+                std::memcpy(&gs, CMSG_DATA(cm), sizeof(gs));
+                if (gs > 0 && size_t(gs) < len) seg = size_t(gs);
+            }
+        }
+        const auto* p = static_cast<const uint8_t*>(iov.iov_base);
+        size_t handed = 0;
+        do {
+            const size_t l = std::min(seg, len);
+            handed += deliver_one(src, {p, l}, fn);
+            p += l;
+            len -= l;
+        } while (len > 0);
+        return handed;
+    }
+
+    size_t deliver_one(const WireAddr& src, std::span<const uint8_t> data,
+                       FunctionRef<void(const ud::Datagram&)> fn) {
+        ++st_.rx_packets;
+        st_.rx_bytes += data.size();
         wire::IpContext ip;
         fill_ip_context(src, sock_.local(), ip);
         wire::Packet pkt;
-        const std::span<const uint8_t> data(static_cast<const uint8_t*>(iov.iov_base), len);
-        const wire::ParseError e = wire::parse(data, ip, true, pkt);
-        if (e == wire::ParseError::bad_icrc) {
-            ++st_.icrc_errors;
-            return 0;
-        }
+        const wire::ParseError e = wire::parse(data, ip, false, pkt);
         if (e != wire::ParseError::none || pkt.bth.opcode != uint8_t(wire::Opcode::ud_send_only) ||
             !pkt.has_deth) {
             ++st_.malformed;
+            return 0;
+        }
+        // The socket does not show the IPv4 ID: a GSO run's segment k has ID k (flush_batch).
+        uint16_t id = 0;
+        if (!wire::icrc_verify_any_ipv4_id(ip, data, &id) || id >= GsoIcrcPatches::max_segments) {
+            ++st_.icrc_errors;
             return 0;
         }
         if (pkt.bth.dest_qp != qpn_ || pkt.deth.qkey != cfg_.qkey) {
@@ -221,7 +380,29 @@ private:
     uint32_t qpn_ = 0;
     uint32_t psn_ = 0;
     size_t max_pkt_ = 0;
-    std::vector<uint8_t> tx_buf_, gather_;
+    std::vector<uint8_t> tx_buf_, gather_;   // tx_buf_: fault injection's packet
+    // send_held's batch: packets built in place, sent by one sendmmsg
+    struct Slot {
+        size_t len = 0;
+        sockaddr_storage sa{};
+        socklen_t sl = 0;
+    };
+    struct alignas(8) Cmsg {
+        uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
+    };
+    std::array<Slot, tx_batch> batch_;
+    std::array<Run, tx_batch> runs_;
+    std::array<mmsghdr, tx_batch> batch_msgs_{};
+    std::array<iovec, tx_batch> batch_iov_{};   // one per slot, at the slot's index
+    std::array<Cmsg, tx_batch> batch_cmsg_{};
+    GsoIcrcPatches gso_patches_;
+    std::vector<uint8_t> batch_bufs_;
+    unsigned batch_n_ = 0;
+    unsigned rx_n_ = 0;   // entries per recvmmsg
+    struct alignas(8) RxCmsg {
+        uint8_t b[64];
+    };
+    std::vector<RxCmsg> rx_cmsg_;
     std::vector<uint8_t> rx_bufs_;
     std::vector<mmsghdr> rx_msgs_;
     std::vector<iovec> rx_iov_;

@@ -49,6 +49,7 @@ struct Datagram {
 struct DatagramStats {
     uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
     uint64_t tx_dropped = 0;          // the device refused a send (socket buffer / send queue)
+    uint64_t tx_batches = 0;          // system calls that sent held datagrams (send_held), one or more
     uint64_t icrc_errors = 0, malformed = 0, wrong_qp = 0;
     uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0, faults_corrupted = 0;
     uint64_t faults_truncated = 0, faults_delayed = 0;
@@ -63,6 +64,14 @@ public:
     // Copies the payload before return. no_resource: the device cannot take it now (retry
     // later); unreachable: wrong address family; invalid_param: larger than max_payload.
     virtual Status send(const UdAddr& dst, const iovec* iov, size_t iovcnt) = 0;
+    // As send(), but the device may keep the datagram until the next send(), flush() or poll(),
+    // or until a batch is full: on the userspace device a burst then costs one system call
+    // (sendmmsg) instead of one per datagram. Order is kept. Default: send() at once.
+    virtual Status send_held(const UdAddr& dst, const iovec* iov, size_t iovcnt) {
+        return send(dst, iov, iovcnt);
+    }
+    // Sends what send_held() kept (what the socket refuses stays for the next try).
+    virtual void flush() {}
     // Hands up to `max` received datagrams to `fn`; returns how many.
     virtual size_t poll(FunctionRef<void(const Datagram&)> fn, size_t max) = 0;
     // Readable when poll() may find something (after arm()).

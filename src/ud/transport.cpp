@@ -35,7 +35,7 @@ Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp,
         ev.data.fd = fd;
         epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
     }
-    last_owner_ns_ = now_ns();
+    owner_.open(std::max<uint64_t>(cfg_.idle_takeover_ns, 100'000), now_ns(), cfg_.progress_thread);
     if (cfg_.progress_thread) {
         thread_ = std::thread([this] { thread_main(); });
     }
@@ -108,6 +108,10 @@ void Transport::activate(PeerId id) {
     }
 }
 
+Status Transport::put(const UdAddr& dst, const iovec* iov, size_t iovcnt) {
+    return hold_ ? qp_->send_held(dst, iov, iovcnt) : qp_->send(dst, iov, iovcnt);
+}
+
 bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     Header h;
     h.type = pkt.type;
@@ -121,7 +125,7 @@ bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     encode(h, hdr);
     iovec iov[2] = {{hdr, header_size},
                     {const_cast<uint8_t*>(pkt.payload.data()), pkt.payload.size()}};
-    const Status s = qp_->send(p.addr, iov, pkt.payload.empty() ? 1 : 2);
+    const Status s = put(p.addr, iov, pkt.payload.empty() ? 1 : 2);
     if (s == Status::no_resource) {
         return false;
     }
@@ -143,7 +147,7 @@ void Transport::send_ack(Peer& p) {
     uint8_t hdr[header_size];
     encode(h, hdr);
     iovec iov{hdr, header_size};
-    if (qp_->send(p.addr, &iov, 1) != Status::no_resource) {
+    if (put(p.addr, &iov, 1) != Status::no_resource) {
         p.rx->ack_sent();
         ++stats_.acks_sent;
         ++p.acks_sent;
@@ -174,7 +178,17 @@ Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iov
         s.enqueue(PktType::data, flags, am_id, iov, iovcnt, off, n, now);
         off += n;
     }
+    // The first message since the owner's progress call leaves at once (a ping-pong's reply),
+    // its fragments together; later ones wait for the next progress call or a full batch, so a
+    // burst of small messages costs one system call per batch on the userspace device. If the
+    // owner stops calling progress, the background thread sends them (OwnerWatch: within 1.5
+    // idle-takeover times). Without the thread nothing waits.
+    const bool later = cfg_.progress_thread && posts_since_progress_++ > 0;
+    const bool outer = hold_;   // inside receive() (an AM handler sends): it flushes at its end
+    hold_ = later || npkts > 1;
     s.transmit(now, [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); });
+    hold_ = outer;
+    if (!later && npkts > 1) qp_->flush();
     activate(id);
     return Status::ok;
 }
@@ -316,6 +330,18 @@ void Transport::service(uint64_t now, unsigned& count, bool were_away) {
 }
 
 unsigned Transport::receive(uint64_t now) {
+    // What the datagrams received and the timers send (packets an ACK lets into the window,
+    // ACKs, retransmissions) leaves in one batch at the end: a stream's sender otherwise made
+    // one system call per packet, from here, as ACKs opened its window.
+    const bool outer = hold_;
+    hold_ = true;
+    const unsigned count = receive_held(now);
+    hold_ = outer;
+    if (!outer) qp_->flush();
+    return count;
+}
+
+unsigned Transport::receive_held(uint64_t now) {
     unsigned count = 0;
     const auto on_dgram = [&](const Datagram& d) { on_datagram(d, now); };
     constexpr size_t batch = 64;
@@ -341,6 +367,7 @@ unsigned Transport::receive(uint64_t now) {
 unsigned Transport::progress() {
     std::lock_guard lk(mu_);
     unsigned count = 0;
+    posts_since_progress_ = 0;   // receive() sends what waits (the QP's poll flushes first)
     if (!deferred_.empty() || notified_) {
         notified_ = false;
         uint64_t v;
@@ -359,7 +386,7 @@ unsigned Transport::progress() {
     // read is a system call, and this runs in every busy-poll iteration.
     const uint64_t now = now_ns();
     count += receive(now);
-    last_owner_ns_.store(now, std::memory_order_relaxed);
+    owner_.stamp(now);
     if (!failures_.empty()) {
         std::vector<std::pair<PeerId, Status>> f;
         f.swap(failures_);
@@ -371,14 +398,13 @@ unsigned Transport::progress() {
     return count;
 }
 
-// The background thread: asleep while the owner progresses; once the owner is away, it waits for
-// a packet (the QP's fd, armed) or the next timer tick and runs the protocol in its stead. It is
-// there for liveness (ACKs, retransmissions), not speed: it must not compete with a busy owner
-// (measured on rxe under TCG with a 200 us takeover and a 100 us tick: MPI 8 B latency 520 us
-// instead of 37 us without the thread), hence the millisecond granularity: it takes over within
-// 10 ms of the owner leaving.
+// The background thread: asleep while the owner progresses (OwnerWatch: no wake-up then); once
+// the owner is away, it waits for a packet (the QP's fd, armed) or the next timer tick and runs
+// the protocol in its stead. It is there for liveness (ACKs, retransmissions), not speed: it must
+// not compete with a busy owner (measured on rxe under TCG with a 200 us takeover and a 100 us
+// tick: MPI 8 B latency 520 us instead of 37 us without the thread), hence the millisecond ticks.
 void Transport::thread_main() {
-    const uint64_t idle_ns = std::max<uint64_t>(cfg_.idle_takeover_ns, 100'000);
+    const uint64_t idle_ns = owner_.idle_ns();
     const int qp_fd = qp_->event_fd();
     auto sleep_ns = [&](uint64_t ns, bool watch_qp) {
         pollfd p[2] = {{stop_fd_, POLLIN, 0}, {qp_fd, POLLIN, 0}};
@@ -386,11 +412,11 @@ void Transport::thread_main() {
         ppoll(p, watch_qp && qp_fd >= 0 ? 2 : 1, &ts, nullptr);
     };
     while (!stop_.load()) {
-        const uint64_t since = elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed));
-        if (since < idle_ns) {
-            // Checking on a busy owner costs it: each wake-up takes a CPU from a polling process
-            // (rxe under TCG: am_lat 50 us with a check every 2 ms, 34 us without the thread).
-            sleep_ns(std::max<uint64_t>(idle_ns - since, 10'000'000), false);
+        if (!owner_.owner_idle(now_ns())) {
+            // Checking on a busy owner would cost it: each wake-up takes a CPU from a polling
+            // process (rxe under TCG: am_lat 50 us with a check every 2 ms, 34 us without the
+            // thread).
+            owner_.wait_owner_idle(stop_fd_);
             continue;
         }
         bool busy;
@@ -420,8 +446,7 @@ void Transport::thread_main() {
 // One round in the owner's stead (the caller holds outer_lock, if any).
 void Transport::takeover() {
     std::unique_lock lk(mu_, std::try_to_lock);
-    if (!lk.owns_lock() ||
-        elapsed_ns(now_ns(), last_owner_ns_.load(std::memory_order_relaxed)) < cfg_.idle_takeover_ns) {
+    if (!lk.owns_lock() || !owner_.owner_idle(now_ns())) {
         return;   // the owner is back
     }
     const size_t had = deferred_.size() + failures_.size();
@@ -480,7 +505,7 @@ Transport::Counters Transport::counters() const {
     const TransportStats s = stats();
     const DatagramStats d = qp_->stats();
     return {{"tx_packets", d.tx_packets}, {"rx_packets", d.rx_packets}, {"tx_bytes", d.tx_bytes},
-            {"rx_bytes", d.rx_bytes}, {"tx_dropped", d.tx_dropped}, {"icrc_errors", d.icrc_errors},
+            {"rx_bytes", d.rx_bytes}, {"tx_dropped", d.tx_dropped}, {"tx_batches", d.tx_batches}, {"icrc_errors", d.icrc_errors},
             {"malformed", d.malformed + s.malformed}, {"wrong_qp", d.wrong_qp}, {"peers", s.peers},
             {"failed_peers", s.failed_peers}, {"data_sent", s.data_sent}, {"acks_sent", s.acks_sent},
             {"probes_sent", s.probes_sent}, {"retransmits", s.retransmits}, {"fast_retransmits", s.fast_retransmits},

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/owner_watch.hpp"
 #include "common/recursive_lock.hpp"
 #include "ud/datagram.hpp"
 #include "ud/receiver.hpp"
@@ -137,12 +138,14 @@ private:
     Sender& tx(Peer& p);
     Receiver& rx(Peer& p);
     bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
+    Status put(const UdAddr& dst, const iovec* iov, size_t iovcnt);   // send or send_held (hold_)
     void send_ack(Peer& p);
     void on_datagram(const Datagram& d, uint64_t now);
     void fail(PeerId id, Status why);
     void activate(PeerId id);
     void service(uint64_t now, unsigned& count, bool were_away);
     unsigned receive(uint64_t now);
+    unsigned receive_held(uint64_t now);   // receive() with every send held until its end
     void thread_main();
     void takeover();
 
@@ -165,13 +168,15 @@ private:
     uint64_t service_interval_ns_;        // 20 us, or half ack_delay_ns if that is shorter
     uint64_t last_service_ns_ = 0;
     bool urgent_ = false;                 // a peer owes an immediate ACK (receive())
+    unsigned posts_since_progress_ = 0;   // send_am calls since the owner's last progress()
+    bool hold_ = false;                   // emit(): the QP may keep the packet (send_held)
     std::vector<std::pair<PeerId, Status>> failures_;
     TransportStats stats_;
     mutable RecursiveLock mu_;   // a futex word: the owner takes it twice per ping-pong iteration
     bool passive_ = false;                    // the background thread is receiving
     bool notified_ = false;                   // notify_fd_ was written and not yet drained
     std::vector<Deferred> deferred_;
-    std::atomic<uint64_t> last_owner_ns_{0};
+    OwnerWatch owner_;   // the owner's last progress call; wakes the thread once it stopped
     std::atomic<bool> stop_{false};
     int epoll_fd_ = -1, notify_fd_ = -1, stop_fd_ = -1;
     std::thread thread_;
