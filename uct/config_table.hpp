@@ -108,8 +108,8 @@
       "ACKs, retransmissions) while the owner does not call progress.")                        \
     X(idle_takeover, double, "IDLE_TAKEOVER", "500us", TIME,                                   \
       "How long the owner may stay out of progress before the background thread takes over "  \
-      "(within 1.5x this time: the thread sleeps while the owner calls, which pushes a timer "\
-      "forward every half of it). Shorter values serve one-sided operations sooner to an "    \
+      "(the thread sleeps while the owner calls, which pushes a timer forward every half of " \
+      "this time). Shorter values serve one-sided operations sooner to an "                   \
       "owner that polls only now and then, but cost a busy rank that timer's system calls "   \
       "and takeovers whenever it is merely preempted. Measured on 2 cores, 3 interleaved "    \
       "rounds (MPI 8 B latency, ucp_get 1 MiB from a passive target): 200us 8.5-8.6 us, "     \
@@ -166,7 +166,7 @@
       "emulated one-sided operations complete and the process does not look dead.")           \
     X(idle_takeover, double, "IDLE_TAKEOVER", "2ms", TIME,                                     \
       "How long the owner may stay out of progress before the background thread takes over "  \
-      "(within 1.5x this time; it sleeps while the owner calls). It then receives, keeps ACKs "\
+      "(it sleeps while the owner calls). It then receives, keeps ACKs "                      \
       "and retransmissions going and sends messages the owner posted after its last progress "\
       "call (those wait for the next call, to leave in one batch). Shorter values compete "   \
       "with a busy owner.")                                                                    \

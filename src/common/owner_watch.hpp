@@ -8,8 +8,9 @@
 // wake-up, and on 2 cores each one preempts a busy-polling rank — UCT am_lat over rc_roce on
 // loopback averaged 7.2-7.4 us against 6.4-6.5 with the thread off (2026-12-05, p50 ~6.0 both).
 // Here the owner pushes a one-shot timerfd forward instead (one timerfd_settime per half idle
-// time, from its progress call), and the thread sleeps on it: no wake-up while the owner polls,
-// and a takeover within 1.5 idle times of its last call.
+// time, from its progress call), and the thread sleeps on it: no wake-up while the owner polls
+// (the timer fires at most once per owner pause over half the idle time), and the thread returns
+// once the owner's last call is the idle time old, as before.
 #pragma once
 #include <atomic>
 #include <cstdint>

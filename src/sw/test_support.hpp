@@ -10,9 +10,31 @@
 #include <random>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "sw/device.hpp"
 
 namespace roce::sw::testing {
+
+// A plain UDP socket on 127.0.0.1 and an ephemeral port (its address in `sa`) whose blocking
+// receives give up after `timeout_s`: a peer that is not a device. -1 if it cannot be bound.
+inline int loopback_udp_socket(sockaddr_in& sa, int timeout_s = 2) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sa = sockaddr_in{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t l = sizeof(sa);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &l) != 0) {
+        if (fd >= 0) ::close(fd);
+        return -1;
+    }
+    timeval tv{timeout_s, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
 
 struct Received {
     uint32_t qpn;

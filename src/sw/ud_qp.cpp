@@ -39,6 +39,7 @@ public:
         max_pkt_ = wire::packet_size(uint8_t(wire::Opcode::ud_send_only), cfg_.mtu);
         tx_buf_.resize(max_pkt_);
         batch_bufs_.resize(size_t(tx_batch) * max_pkt_);
+        gso_ = sock_.gso_supported();
         held_.reserve(max_pkt_);
         // With GRO a received entry is a whole GSO run (up to 64 KiB, split in deliver()).
         rx_n_ = sock_.gro_enabled() ? 16 : 32;
@@ -70,7 +71,8 @@ public:
     }
     void flush() override { flush_batch(); }
 
-    // A GSO run received whole (GRO) is handed whole: a call may hand a little more than max.
+    // A GSO run received whole (GRO) is handed whole: a call may hand more than max (up to 16
+    // entries of a batch's worth of datagrams each).
     size_t poll(FunctionRef<void(const ud::Datagram&)> fn, size_t max) override {
         flush_batch();
         flush_held();
@@ -151,7 +153,7 @@ private:
 
     // Sends the batch with sendmmsg; true when nothing is left. Runs of one destination and
     // length (the last may be shorter) go as one UDP_SEGMENT send: one trip through the
-    // kernel's send path for up to 64 datagrams. The kernel numbers a run's IPv4 IDs 0, 1, 2,
+    // kernel's send path for up to a batch (32) of datagrams. The kernel numbers a run's IPv4 IDs 0, 1, 2,
     // ... (DF, unconnected socket) and the ICRC covers the ID, so segment k's ICRC is patched
     // from ID 0 to k while it is in flight (undone for what stays queued). A full socket buffer
     // (EAGAIN, ENOBUFS) keeps the rest for the next flush; other errors lose that run, like a
@@ -161,6 +163,7 @@ private:
         while (done < batch_n_) {
             const unsigned m = build_runs(done);
             const int r = ::sendmmsg(sock_.fd(), batch_msgs_.data(), m, MSG_DONTWAIT);
+            const int err = r < 0 ? errno : 0;
             const unsigned sent = r < 0 ? 0 : unsigned(r);
             for (unsigned q = 0; q < sent; ++q) {
                 const Run& run = runs_[q];
@@ -173,8 +176,15 @@ private:
                 ++st_.tx_batches;
                 continue;
             }
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) break;
+            if (err == EINTR) continue;
+            if (err == EAGAIN || err == ENOBUFS) break;
+            if (runs_[0].n > 1 && (err == EIO || err == EINVAL || err == EOPNOTSUPP)) {
+                // A device without checksum offload refuses UDP_SEGMENT (EIO): one by one from
+                // now on, this run included, rather than losing every run and its retransmissions.
+                ROCE_WARN("ud: UDP_SEGMENT send refused (%s): sending datagrams one by one", std::strerror(err));
+                gso_ = false;
+                continue;
+            }
             st_.tx_dropped += runs_[0].n;   // refused outright: lost
             done += runs_[0].n;
         }
@@ -196,7 +206,7 @@ private:
         for (unsigned i = from; i < batch_n_; ++m) {
             const Slot& f = batch_[i];
             unsigned j = i + 1;
-            if (sock_.gso_supported()) {
+            if (gso_) {
                 const unsigned cap = std::min<unsigned>(GsoIcrcPatches::max_segments, unsigned(65507 / f.len));
                 while (j < batch_n_ && j - i < cap && batch_[j].sl == f.sl && batch_[j].len <= f.len &&
                        std::memcmp(&batch_[j].sa, &f.sa, f.sl) == 0) {
@@ -398,6 +408,7 @@ private:
     GsoIcrcPatches gso_patches_;
     std::vector<uint8_t> batch_bufs_;
     unsigned batch_n_ = 0;
+    bool gso_ = false;   // runs go as UDP_SEGMENT sends (off: the kernel has none or refused one)
     unsigned rx_n_ = 0;   // entries per recvmmsg
     struct alignas(8) RxCmsg {
         uint8_t b[64];

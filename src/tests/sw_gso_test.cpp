@@ -68,15 +68,9 @@ TEST(SwGso, SegmentsCarryIdsZeroOneTwo) {
     Host b;
     ASSERT_EQ(b.open(DeviceConfig{}), Status::ok);
     // a plain socket plays the peer: CM REQ, then b sends a multi-packet SEND to it
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    socklen_t l = sizeof(sa);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &l);
-    timeval tv{2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    sockaddr_in sa;
+    const int fd = loopback_udp_socket(sa);
+    ASSERT_GE(fd, 0);
     const WireAddr dev = b.dev->address();
     wire::IpContext to_dev;   // attacker -> device
     std::memcpy(to_dev.src_ip, &sa.sin_addr, 4);

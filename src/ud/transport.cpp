@@ -181,13 +181,15 @@ Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iov
     // The first message since the owner's progress call leaves at once (a ping-pong's reply),
     // its fragments together; later ones wait for the next progress call or a full batch, so a
     // burst of small messages costs one system call per batch on the userspace device. If the
-    // owner stops calling progress, the background thread sends them (OwnerWatch: within 1.5
-    // idle-takeover times). Without the thread nothing waits.
+    // owner stops calling progress, the background thread sends them once the owner has been
+    // idle for the takeover time (OwnerWatch). Without the thread nothing waits.
     const bool later = cfg_.progress_thread && posts_since_progress_++ > 0;
-    const bool outer = hold_;   // inside receive() (an AM handler sends): it flushes at its end
-    hold_ = later || npkts > 1;
-    s.transmit(now, [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); });
-    hold_ = outer;
+    {
+        // Also inside receive() (an AM handler replies): the first message still leaves at once,
+        // with what the receive pass held so far ahead of it.
+        HoldSends hold(hold_, later || npkts > 1);
+        s.transmit(now, [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); });
+    }
     if (!later && npkts > 1) qp_->flush();
     activate(id);
     return Status::ok;
@@ -333,11 +335,12 @@ unsigned Transport::receive(uint64_t now) {
     // What the datagrams received and the timers send (packets an ACK lets into the window,
     // ACKs, retransmissions) leaves in one batch at the end: a stream's sender otherwise made
     // one system call per packet, from here, as ACKs opened its window.
-    const bool outer = hold_;
-    hold_ = true;
-    const unsigned count = receive_held(now);
-    hold_ = outer;
-    if (!outer) qp_->flush();
+    unsigned count;
+    {
+        HoldSends hold(hold_, true);
+        count = receive_held(now);
+    }
+    if (!hold_) qp_->flush();
     return count;
 }
 
@@ -426,6 +429,10 @@ void Transport::thread_main() {
                 sleep_ns(idle_ns, false);
                 continue;
             }
+            // Messages the owner posted after its last progress call wait for it (send_am):
+            // they leave now. Sending needs no outer lock (no handler runs), so this happens
+            // even when the takeover below cannot.
+            if (owner_.owner_idle(now_ns())) qp_->flush();
             qp_->arm();
             busy = !active_.empty();
         }
@@ -466,6 +473,7 @@ void Transport::takeover() {
             }
         }
     }
+    qp_->flush();   // replies of the handlers above (posts after the owner's last call are held)
     if (deferred_.size() + failures_.size() != had && !notified_) {
         notified_ = true;
         uint64_t one = 1;

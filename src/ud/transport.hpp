@@ -170,6 +170,15 @@ private:
     bool urgent_ = false;                 // a peer owes an immediate ACK (receive())
     unsigned posts_since_progress_ = 0;   // send_am calls since the owner's last progress()
     bool hold_ = false;                   // emit(): the QP may keep the packet (send_held)
+    // Sets hold_ for a scope, restores it after (a send_am inside receive()'s scope).
+    struct HoldSends {
+        bool& flag;
+        bool saved;
+        HoldSends(bool& f, bool on) : flag(f), saved(f) { flag = on; }
+        ~HoldSends() { flag = saved; }
+        HoldSends(const HoldSends&) = delete;
+        HoldSends& operator=(const HoldSends&) = delete;
+    };
     std::vector<std::pair<PeerId, Status>> failures_;
     TransportStats stats_;
     mutable RecursiveLock mu_;   // a futex word: the owner takes it twice per ping-pong iteration
