@@ -70,6 +70,7 @@ public:
         return stage(dst, iov, iovcnt, true);
     }
     void flush() override { flush_batch(); }
+    bool holds_sends() const override { return true; }
 
     // A GSO run received whole (GRO) is handed whole: a call may hand more than max (up to 16
     // entries of a batch's worth of datagrams each).

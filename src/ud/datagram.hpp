@@ -72,6 +72,8 @@ public:
     }
     // Sends what send_held() kept (what the socket refuses stays for the next try).
     virtual void flush() {}
+    // Whether send_held() ever keeps anything (false: the caller need not hold or flush).
+    virtual bool holds_sends() const { return false; }
     // Hands up to `max` received datagrams to `fn`; returns how many.
     virtual size_t poll(FunctionRef<void(const Datagram&)> fn, size_t max) = 0;
     // Readable when poll() may find something (after arm()).

@@ -35,6 +35,7 @@ Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp,
         ev.data.fd = fd;
         epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
     }
+    holds_ = qp_->holds_sends();
     owner_.open(std::max<uint64_t>(cfg_.idle_takeover_ns, 100'000), now_ns(), cfg_.progress_thread);
     if (cfg_.progress_thread) {
         thread_ = std::thread([this] { thread_main(); });
@@ -183,6 +184,11 @@ Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iov
     // burst of small messages costs one system call per batch on the userspace device. If the
     // owner stops calling progress, the background thread sends them once the owner has been
     // idle for the takeover time (OwnerWatch). Without the thread nothing waits.
+    if (!holds_) {   // a device that sends at once (verbs): nothing to hold or flush
+        s.transmit(now, [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); });
+        activate(id);
+        return Status::ok;
+    }
     const bool later = cfg_.progress_thread && posts_since_progress_++ > 0;
     {
         // Also inside receive() (an AM handler replies): the first message still leaves at once,
@@ -335,6 +341,7 @@ unsigned Transport::receive(uint64_t now) {
     // What the datagrams received and the timers send (packets an ACK lets into the window,
     // ACKs, retransmissions) leaves in one batch at the end: a stream's sender otherwise made
     // one system call per packet, from here, as ACKs opened its window.
+    if (!holds_) return receive_held(now);
     unsigned count;
     {
         HoldSends hold(hold_, true);

@@ -169,6 +169,7 @@ private:
     uint64_t last_service_ns_ = 0;
     bool urgent_ = false;                 // a peer owes an immediate ACK (receive())
     unsigned posts_since_progress_ = 0;   // send_am calls since the owner's last progress()
+    bool holds_ = false;                  // the QP batches (DatagramQp::holds_sends)
     bool hold_ = false;                   // emit(): the QP may keep the packet (send_held)
     // Sets hold_ for a scope, restores it after (a send_am inside receive()'s scope).
     struct HoldSends {
