@@ -25,8 +25,9 @@ OwnerWatch::~OwnerWatch() {
         ::close(timer_fd_);
 }
 
-void OwnerWatch::open(uint64_t idle_ns, uint64_t now, bool thread) {
+void OwnerWatch::open(uint64_t idle_ns, uint64_t now, bool thread, uint64_t rearm_ns) {
     idle_ns_ = idle_ns;
+    rearm_ns_ = rearm_ns ? rearm_ns : idle_ns / 2;
     if (thread && idle_ns >= 10'000)
         timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     last_.store(now, std::memory_order_relaxed);
@@ -39,9 +40,10 @@ void OwnerWatch::rearm(uint64_t now) {
         return;
     // Relative: the owner's clock may be extrapolated from the TSC (clock.hpp), the timer's is
     // CLOCK_MONOTONIC; they agree to microseconds, and a late wake-up only sleeps the rest.
+    const uint64_t fire_ns = rearm_ns_ + idle_ns_ / 2;
     itimerspec its{};
-    its.it_value.tv_sec = time_t(idle_ns_ / 1'000'000'000ull);
-    its.it_value.tv_nsec = long(idle_ns_ % 1'000'000'000ull);
+    its.it_value.tv_sec = time_t(fire_ns / 1'000'000'000ull);
+    its.it_value.tv_nsec = long(fire_ns % 1'000'000'000ull);
     timerfd_settime(timer_fd_, 0, &its, nullptr);
 }
 
@@ -55,9 +57,9 @@ void OwnerWatch::wait_owner_idle(int stop_fd) const {
                 return;
             continue;
         }
-        // The timer fires idle_ns after the owner's last arming; the owner arms again on its
-        // first call after half of that, so a firing timer means no call for at least idle/2
-        // (and a re-arming resets the expiry count: a read finds nothing then).
+        // The timer fires rearm + idle/2 after the owner's last arming; the owner arms again on
+        // its first call after rearm, so a firing timer means no call for at least idle/2 (and
+        // a re-arming resets the expiry count: a read finds nothing then).
         if (sleep_on(stop_fd, timer_fd_, safety_ns))
             return;
         uint64_t expirations;

@@ -8,9 +8,9 @@
 // wake-up, and on 2 cores each one preempts a busy-polling rank — UCT am_lat over rc_roce on
 // loopback averaged 7.2-7.4 us against 6.4-6.5 with the thread off (2026-12-05, p50 ~6.0 both).
 // Here the owner pushes a one-shot timerfd forward instead (one timerfd_settime per half idle
-// time, from its progress call), and the thread sleeps on it: no wake-up while the owner polls
-// (the timer fires at most once per owner pause over half the idle time), and the thread returns
-// once the owner's last call is the idle time old, as before.
+// time by default, from its progress call), and the thread sleeps on it: no wake-up while the
+// owner polls (the timer fires at most once per owner pause over half the idle time), and the
+// thread returns once the owner's last call is the idle time old, as before.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -29,13 +29,16 @@ public:
     // Starts the watch as if the owner had just called. `thread`: a thread will wait on it (no
     // timer otherwise: the owner's calls then cost nothing). Without a timerfd (none left, or an
     // idle time under 10 us) the thread falls back to sleeping until the owner might be idle and
-    // looking.
-    void open(uint64_t idle_ns, uint64_t now, bool thread);
+    // looking. `rearm_ns` (0: idle/2) is how often the owner pushes the timer, which then fires
+    // rearm_ns + idle/2 after a push: the thread wakes no later than that after the owner's last
+    // call. Longer: fewer system calls for the owner (each is expensive in an emulated guest),
+    // a later wake-up.
+    void open(uint64_t idle_ns, uint64_t now, bool thread, uint64_t rearm_ns = 0);
 
     // The owner, on every progress call (from one thread at a time), with the time it read.
     void stamp(uint64_t now) {
         last_.store(now, std::memory_order_relaxed);
-        if (timer_fd_ >= 0 && now - armed_ns_ >= idle_ns_ / 2) [[unlikely]]
+        if (timer_fd_ >= 0 && now - armed_ns_ >= rearm_ns_) [[unlikely]]
             rearm(now);
     }
 
@@ -51,6 +54,7 @@ private:
     std::atomic<uint64_t> last_{0};
     uint64_t armed_ns_ = 0;   // when the owner last pushed the timer (owner only)
     uint64_t idle_ns_ = 0;
+    uint64_t rearm_ns_ = 0;
     int timer_fd_ = -1;
 };
 

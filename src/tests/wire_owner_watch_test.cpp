@@ -24,12 +24,18 @@ struct StopFd {
 };
 
 // The owner calls every 200 us for 300 ms (idle time 20 ms): the waiter must not return while it
-// does; once it stops, the waiter returns, and only after the idle time has passed.
+// does; once it stops, the waiter returns, and only after the idle time has passed. With the
+// timer pushed every 10 ms (default), every 50 ms, and without a timer.
 TEST(OwnerWatch, SleepsWhileOwnerCallsWakesAfterIdle) {
-    for (const bool timer : {true, false}) {
+    struct Case {
+        bool timer;
+        uint64_t rearm_ns;
+    };
+    for (const Case c : {Case{true, 0}, Case{true, 50'000'000}, Case{false, 0}}) {
+        const bool timer = c.timer;
         OwnerWatch w;
         const uint64_t idle = 20'000'000;
-        w.open(idle, now_ns(), timer);
+        w.open(idle, now_ns(), timer, c.rearm_ns);
         StopFd stop;
         std::atomic<uint64_t> woke_at{0};
         std::thread t([&] {
