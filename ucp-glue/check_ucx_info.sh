@@ -41,6 +41,13 @@ config)
   undocumented=$(grep -B1 '^UCX_RC_ROCE_' <<<"$out" | grep -vE '^(#|UCX_RC_ROCE_|--)' | head -3)
   [ -z "$undocumented" ] || fail "undocumented variables: $undocumented"
   ;;
+short_timeout)
+  # A TIMEOUT under four times the default ACK_DELAY takes the delay down with it (the device
+  # refuses a delayed ACK longer than a quarter of the retransmission timeout): the iface opens.
+  out=$(UCX_RC_ROCE_TIMEOUT=400us UCX_NET_DEVICES=lo timeout 60 ucx_info -d -t rc_roce 2>&1) || fail "ucx_info -d failed: $out"
+  need "$out" 'Transport: rc_roce' 'Device: lo'
+  echo "[ucx_info] UCX_RC_ROCE_TIMEOUT=400us: rc_roce/lo opens"
+  ;;
 lanes)
   # A peer on the same node, rc_roce alone: tag matching, RMA, AMO and rendezvous must all use it,
   # and RMA/AMO natively (rma_bw/amo lanes on rc_roce, not AM emulation).

@@ -5,6 +5,7 @@ set(_sh ${CMAKE_CURRENT_SOURCE_DIR})
 # ucx_info sees the component, transport, device and capabilities; -c documents the variables.
 add_test(NAME ucx_info.devices COMMAND ${_sh}/check_ucx_info.sh ${_env} devices)
 add_test(NAME ucx_info.config COMMAND ${_sh}/check_ucx_info.sh ${_env} config)
+add_test(NAME ucx_info.short_timeout COMMAND ${_sh}/check_ucx_info.sh ${_env} short_timeout)
 add_test(NAME ucx_info.lanes COMMAND ${_sh}/check_ucx_info.sh ${_env} lanes)
 add_test(NAME ucx_info.bad_device COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_device)
 add_test(NAME ucx_info.bad_gid_settings COMMAND ${_sh}/check_ucx_info.sh ${_env} bad_gid_settings)

@@ -92,11 +92,11 @@
       "Receiver-not-ready retries before a QP fails; 7 means infinite, as in InfiniBand.")     \
     X(ack_coalesce, unsigned, "ACK_COALESCE", "16", UINT,                                      \
       "The responder acknowledges at most every N packets (and on AckReq or when idle).")      \
-    X(ack_delay, double, "ACK_DELAY", "50us", TIME,                                            \
+    X(ack_delay, double, "ACK_DELAY", "200us", TIME,                                           \
       "Userspace device: SENDs nobody waits for (UCX's short/bcopy active messages) go "       \
       "without AckReq and the peer acknowledges them at most this late (coalesced), so a "     \
       "ping-pong puts one datagram per message on the wire instead of two; 0 asks for an ACK " \
-      "on every message. At most a quarter of TIMEOUT. Not under CC=delay (its RTT samples) "  \
+      "on every message. Capped at a quarter of TIMEOUT. Not under CC=delay (its RTT samples) "\
       "nor towards hand-connected peers (rxe and NICs acknowledge only AckReq packets).")      \
     X(max_recv_msg, size_t, "MAX_RECV_MSG", "128k", MEMUNITS,                                   \
       "Largest SEND message the responder reassembles. Bounds the active-message sizes "       \
@@ -108,8 +108,9 @@
       "ACKs, retransmissions) while the owner does not call progress.")                        \
     X(idle_takeover, double, "IDLE_TAKEOVER", "500us", TIME,                                   \
       "How long the owner may stay out of progress before the background thread takes over "  \
-      "(the thread sleeps while the owner calls, which pushes a timer forward every half of " \
-      "this time). Shorter values serve one-sided operations sooner to an "                   \
+      "(the thread sleeps on a timer the owner pushes forward; it fires 1 ms after a push, "  \
+      "or half this time while the thread serves an owner that calls only now and then). "    \
+      "Shorter values serve one-sided operations sooner to an "                               \
       "owner that polls only now and then, but cost a busy rank that timer's system calls "   \
       "and takeovers whenever it is merely preempted. Measured on 2 cores, 3 interleaved "    \
       "rounds (MPI 8 B latency, ucp_get 1 MiB from a passive target): 200us 8.5-8.6 us, "     \
@@ -155,7 +156,7 @@
     X(tx_queue_len, unsigned, "TX_QUEUE_LEN", "1024", UINT,                                    \
       "Packets queued per peer (sent or waiting for the window) before sends to that peer "   \
       "return UCS_ERR_NO_RESOURCE; other peers are not affected.")                             \
-    X(ack_delay, double, "ACK_DELAY", "50us", TIME,                                            \
+    X(ack_delay, double, "ACK_DELAY", "200us", TIME,                                           \
       "How long an acknowledgement waits for data to the same peer to ride on.")              \
     X(seg_size, size_t, "SEG_SIZE", "64k", MEMUNITS,                                           \
       "Largest active message (max_bcopy/max_zcopy); larger ones are fragmented into MTU-size " \

@@ -365,7 +365,14 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.peer_timeout_ms = static_cast<uint32_t>(std::max(0.0, c.peer_timeout * 1e3));
     dc.rnr_retry = c.rnr_retry;
     dc.ack_coalesce = c.ack_coalesce;
+    // The device refuses a delay over a quarter of the retransmission timeout; here a TIMEOUT
+    // lowered below four times the default delay takes the delay down with it.
     dc.ack_delay_us = static_cast<uint32_t>(std::clamp(c.ack_delay * 1e6, 0.0, 1e6));
+    if (dc.ack_delay_us > dc.ack_delay_limit_us()) {
+        ROCE_DEBUG("UCX_RC_ROCE_ACK_DELAY %u us is over a quarter of UCX_RC_ROCE_TIMEOUT (%u us): using %u us",
+                   dc.ack_delay_us, dc.retransmit_timeout_us, dc.ack_delay_limit_us());
+        dc.ack_delay_us = dc.ack_delay_limit_us();
+    }
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
     dc.recv_queue_len = c.rx_queue_len;
     dc.progress_thread = c.progress_thread != 0;

@@ -19,6 +19,10 @@
 
 namespace roce {
 
+// A background thread's sleep: until `ns` pass, `extra` (when >= 0) is readable, or `stop_fd` is.
+// True when stop_fd woke it (the thread is to end).
+bool sleep_or_stop(int stop_fd, int extra, uint64_t ns);
+
 class OwnerWatch {
 public:
     OwnerWatch() = default;
@@ -38,23 +42,28 @@ public:
     // The owner, on every progress call (from one thread at a time), with the time it read.
     void stamp(uint64_t now) {
         last_.store(now, std::memory_order_relaxed);
-        if (timer_fd_ >= 0 && now - armed_ns_ >= rearm_ns_) [[unlikely]]
+        if (timer_fd_ >= 0 && now - armed_ns_ >= rearm_ns_.load(std::memory_order_relaxed)) [[unlikely]]
             rearm(now);
+    }
+    // Changes rearm_ns (0: idle/2) from any thread; the owner's next push uses it.
+    void set_rearm(uint64_t rearm_ns) {
+        rearm_ns_.store(rearm_ns ? rearm_ns : idle_ns_ / 2, std::memory_order_relaxed);
     }
 
     uint64_t idle_for(uint64_t now) const { return elapsed_ns(now, last_.load(std::memory_order_relaxed)); }
     bool owner_idle(uint64_t now) const { return idle_for(now) >= idle_ns_; }
     uint64_t idle_ns() const { return idle_ns_; }
 
-    // The thread: returns once the owner has been idle for idle_ns, or when stop_fd is readable.
-    void wait_owner_idle(int stop_fd) const;
+    // The thread: returns once the owner has been idle for idle_ns, when stop_fd is readable,
+    // or (limit_ns > 0) about limit_ns after the call.
+    void wait_owner_idle(int stop_fd, uint64_t limit_ns = 0) const;
 
 private:
     void rearm(uint64_t now);
     std::atomic<uint64_t> last_{0};
     uint64_t armed_ns_ = 0;   // when the owner last pushed the timer (owner only)
     uint64_t idle_ns_ = 0;
-    uint64_t rearm_ns_ = 0;
+    std::atomic<uint64_t> rearm_ns_{0};
     int timer_fd_ = -1;
 };
 

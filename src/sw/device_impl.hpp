@@ -94,12 +94,16 @@ public:
     unsigned progress() override;
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
+    unsigned progress_round(ProgressSink& sink, size_t max_recv) override;
     int event_fd() const override { return epoll_fd_; }
 
     // ---- internals (called with mu_ held)
     Qp* find_qp(uint32_t qpn);
     Qp* new_qp();
     unsigned progress_locked(bool owner);
+    unsigned owner_progress_locked();   // progress()'s body
+    template <typename Fn>
+    size_t recv_locked(Fn&& fn, size_t max);   // poll_recv's body
     // ce: the datagram's IP header carried ECN CE (a congested queue marked it).
     void process_datagram(const uint8_t* buf, size_t len, const WireAddr& src, bool ce = false);
     void run_timers(uint64_t now);
@@ -308,6 +312,7 @@ public:
     int epoll_fd_ = -1;
     int notify_fd_ = -1;     // eventfd: work queued for the owner
     int stop_fd_ = -1;       // eventfd: stop the thread
+    uint64_t rearm_quiet_ns_ = 0;   // the owner's timer period while the thread has nothing to serve
     OwnerWatch owner_;   // the owner's last progress call; wakes the thread once it stopped
     std::atomic<bool> stop_{false};
     std::atomic<bool> notified_{false};   // notify_fd_ has been written (skip the read syscall otherwise)

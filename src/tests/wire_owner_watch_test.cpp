@@ -74,5 +74,32 @@ TEST(OwnerWatch, StopEndsTheWait) {
     EXPECT_TRUE(done.load());
 }
 
+// A limit ends the wait while the owner still calls (the device's thread leaves its serving mode
+// that way); set_rearm changes the push period under way. The owner calls every 200 us with a
+// 20 ms idle time, a 1 s push period, and for at most 5 s: the waiter with a 50 ms limit must be
+// back long before, with the owner never idle.
+TEST(OwnerWatch, LimitEndsTheWaitWhileOwnerCalls) {
+    OwnerWatch w;
+    w.open(20'000'000, now_ns(), true);
+    w.set_rearm(1'000'000'000);
+    StopFd stop;
+    std::atomic<uint64_t> back_after{0};
+    std::thread t([&] {
+        const uint64_t start = now_ns();
+        w.wait_owner_idle(stop.fd, 50'000'000);
+        back_after = now_ns() - start;
+    });
+    const uint64_t end = now_ns() + 5'000'000'000ull;
+    for (uint64_t n = now_ns(); n < end && back_after.load() == 0; n = now_ns()) {
+        w.stamp(n);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    stop.signal();   // without the limit the waiter would still be waiting
+    t.join();
+    EXPECT_GE(back_after.load(), 50'000'000u);
+    EXPECT_LT(back_after.load(), 2'000'000'000u) << "the limit did not end the wait";
+    EXPECT_FALSE(w.owner_idle(now_ns()));
+}
+
 } // namespace
 } // namespace roce

@@ -1,6 +1,5 @@
 #include "ud/transport.hpp"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -421,11 +420,7 @@ unsigned Transport::progress() {
 void Transport::thread_main() {
     const uint64_t idle_ns = owner_.idle_ns();
     const int qp_fd = qp_->event_fd();
-    auto sleep_ns = [&](uint64_t ns, bool watch_qp) {
-        pollfd p[2] = {{stop_fd_, POLLIN, 0}, {qp_fd, POLLIN, 0}};
-        timespec ts{time_t(ns / 1'000'000'000ull), long(ns % 1'000'000'000ull)};
-        ppoll(p, watch_qp && qp_fd >= 0 ? 2 : 1, &ts, nullptr);
-    };
+    auto sleep_ns = [&](uint64_t ns, bool watch_qp) { sleep_or_stop(stop_fd_, watch_qp ? qp_fd : -1, ns); };
     while (!stop_.load()) {
         if (!owner_.owner_idle(now_ns())) {
             // Checking on a busy owner would cost it: each wake-up takes a CPU from a polling
