@@ -108,8 +108,9 @@
       "ACKs, retransmissions) while the owner does not call progress.")                        \
     X(idle_takeover, double, "IDLE_TAKEOVER", "500us", TIME,                                   \
       "How long the owner may stay out of progress before the background thread takes over "  \
-      "(the thread sleeps on a timer the owner pushes forward; it fires 1 ms after a push, "  \
-      "or half this time while the thread serves an owner that calls only now and then). "    \
+      "(the thread sleeps on a timer the owner pushes forward: it fires this time after the "  \
+      "owner's push while the thread serves an owner that calls only now and then, else up to "\
+      "twice it, at most 1 ms or half TIMEOUT). "                                               \
       "Shorter values serve one-sided operations sooner to an "                               \
       "owner that polls only now and then, but cost a busy rank that timer's system calls "   \
       "and takeovers whenever it is merely preempted. Measured on 2 cores, 3 interleaved "    \
@@ -156,7 +157,7 @@
     X(tx_queue_len, unsigned, "TX_QUEUE_LEN", "1024", UINT,                                    \
       "Packets queued per peer (sent or waiting for the window) before sends to that peer "   \
       "return UCS_ERR_NO_RESOURCE; other peers are not affected.")                             \
-    X(ack_delay, double, "ACK_DELAY", "200us", TIME,                                           \
+    X(ack_delay, double, "ACK_DELAY", "50us", TIME,                                            \
       "How long an acknowledgement waits for data to the same peer to ride on.")              \
     X(seg_size, size_t, "SEG_SIZE", "64k", MEMUNITS,                                           \
       "Largest active message (max_bcopy/max_zcopy); larger ones are fragmented into MTU-size " \

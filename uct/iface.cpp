@@ -369,8 +369,11 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     // lowered below four times the default delay takes the delay down with it.
     dc.ack_delay_us = static_cast<uint32_t>(std::clamp(c.ack_delay * 1e6, 0.0, 1e6));
     if (dc.ack_delay_us > dc.ack_delay_limit_us()) {
-        ROCE_DEBUG("UCX_RC_ROCE_ACK_DELAY %u us is over a quarter of UCX_RC_ROCE_TIMEOUT (%u us): using %u us",
-                   dc.ack_delay_us, dc.retransmit_timeout_us, dc.ack_delay_limit_us());
+        // Said aloud only when the user chose the delay (the default's is the core's).
+        const bool chosen = dc.ack_delay_us != sw::DeviceConfig{}.ack_delay_us;
+        if (const LogLevel lvl = chosen ? LogLevel::warn : LogLevel::debug; log_enabled(lvl))
+            log(lvl, "UCX_RC_ROCE_ACK_DELAY %u us is over a quarter of UCX_RC_ROCE_TIMEOUT (%u us): using %u us",
+                dc.ack_delay_us, dc.retransmit_timeout_us, dc.ack_delay_limit_us());
         dc.ack_delay_us = dc.ack_delay_limit_us();
     }
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));

@@ -51,9 +51,11 @@ void OwnerWatch::rearm(uint64_t now) {
 void OwnerWatch::wait_owner_idle(int stop_fd, uint64_t limit_ns) const {
     const uint64_t start = now_ns();
     for (;;) {
-        uint64_t since = idle_for(now_ns());
-        if (since >= idle_ns_ || (limit_ns && elapsed_ns(now_ns(), start) >= limit_ns))
+        const uint64_t now = now_ns(), waited = elapsed_ns(now, start);
+        uint64_t since = idle_for(now);
+        if (since >= idle_ns_ || (limit_ns && waited >= limit_ns))
             return;
+        const uint64_t nap = limit_ns ? std::min(limit_ns - waited, safety_ns) : safety_ns;
         if (timer_fd_ < 0) {
             if (sleep_or_stop(stop_fd, -1, idle_ns_ - since))
                 return;
@@ -62,7 +64,7 @@ void OwnerWatch::wait_owner_idle(int stop_fd, uint64_t limit_ns) const {
         // The timer fires rearm + idle/2 after the owner's last arming; the owner arms again on
         // its first call after rearm, so a firing timer means no call for at least idle/2 (and
         // a re-arming resets the expiry count: a read finds nothing then).
-        if (sleep_or_stop(stop_fd, timer_fd_, limit_ns ? std::min(limit_ns, safety_ns) : safety_ns))
+        if (sleep_or_stop(stop_fd, timer_fd_, nap))
             return;
         uint64_t expirations;
         if (::read(timer_fd_, &expirations, sizeof(expirations)) != sizeof(expirations))

@@ -4,12 +4,15 @@
 // This header is the contract between the core (src/sw) and the UCX glue (uct/). It knows
 // nothing of UCX. Threading model:
 //   * Every public method is thread-safe (one recursive mutex per device).
-//   * The owner thread (UCX's progress) calls progress(), then drains poll_completions() and
-//     poll_recv(). Completions and received messages are only ever handed out there.
+//   * The owner thread (UCX's progress) calls progress_round() (or progress(), then drains
+//     poll_completions() and poll_recv()). Completions and received messages are only ever
+//     handed out there; progress_round() and poll_recv() call back with the mutex held.
 //   * Passive target: a background thread runs the protocol (RDMA READ/WRITE/atomic responses,
-//     ACKs, retransmission timers) whenever the owner has not called progress() for
-//     `idle_takeover_us`, so one-sided operations aimed at a process complete while that process
-//     computes outside MPI. Messages (SENDs) it receives are queued for the owner.
+//     ACKs, retransmission timers) once the owner has not called progress() for
+//     `idle_takeover_us` (noticed up to twice that, at most 1 ms, later while the thread had
+//     nothing to serve for 100 ms: device.cpp), so one-sided operations aimed at a process
+//     complete while that process computes outside MPI. Messages (SENDs) it receives are queued
+//     for the owner.
 #pragma once
 
 #include <cstddef>
