@@ -57,7 +57,7 @@ void OwnerWatch::wait_owner_idle(int stop_fd, uint64_t limit_ns) const {
             return;
         const uint64_t nap = limit_ns ? std::min(limit_ns - waited, safety_ns) : safety_ns;
         if (timer_fd_ < 0) {
-            if (sleep_or_stop(stop_fd, -1, idle_ns_ - since))
+            if (sleep_or_stop(stop_fd, -1, limit_ns ? std::min(idle_ns_ - since, nap) : idle_ns_ - since))
                 return;
             continue;
         }

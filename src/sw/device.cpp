@@ -118,16 +118,15 @@ Status DeviceImpl::init() {
     // The owner pushes the thread's timer so that it fires at least 1 ms after a push: a timer
     // due sooner than the kernel's next tick is reprogrammed in hardware, which costs a virtual
     // machine an exit (timerfd_settime 5.3 us at 0.5 ms, 3.4 at 1 ms, 1.3 from 5 ms on, this
-    // machine). Pushed every 250 us, as it was with the 500 us default, UCT am_lat averaged 6.7-6.9
-    // us against 6.3-6.4 with the thread off; every 750 us (fires 1 ms after), 6.3-6.5. The thread
-    // then takes over 0.5-1 ms after the owner's last call instead of at 0.5 ms: a delayed ACK
-    // (200 us) of an owner that stopped leaves within ~1.2 ms, inside the peer's 2 ms
-    // retransmission timeout. Not while the
-    // thread serves an owner that calls only now and then (thread_main): a passive target's
-    // throughput is the thread's takeover delay after each such call (ucp_get 1 MiB 2.2 GB/s
-    // with pushes every 250 us, 1.2 with every 750 us).
-    // The floor is kept to twice the idle time and half the retransmission timeout (a held or
-    // delayed ACK of an owner that stopped waits for the takeover).
+    // machine). Pushed every 250 us, as it was with the 500 us default, UCT am_lat averaged
+    // 6.7-6.9 us against 6.3-6.4 with the thread off; every 750 us (fires 1 ms after), 6.3-6.5.
+    // The thread then takes over 0.5-1 ms after the owner's last call instead of at 0.5 ms: a
+    // delayed ACK (200 us) of an owner that stopped leaves within ~1.2 ms, inside the peer's 2 ms
+    // retransmission timeout. The floor is kept to twice the idle time and half the
+    // retransmission timeout (a held or delayed ACK of an owner that stopped waits for the
+    // takeover). Not while the thread serves an owner that calls only now and then
+    // (thread_main): a passive target's throughput is the thread's takeover delay after each
+    // such call (ucp_get 1 MiB 2.2 GB/s with pushes every 250 us, 1.2 with every 750 us).
     const uint64_t idle_ns = uint64_t(cfg_.idle_takeover_us) * 1000;
     const uint64_t min_fire_ns =
             std::min({uint64_t(1'000'000), 2 * idle_ns, uint64_t(cfg_.retransmit_timeout_us) * 500});

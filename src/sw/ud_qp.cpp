@@ -154,11 +154,11 @@ private:
 
     // Sends the batch with sendmmsg; true when nothing is left. Runs of one destination and
     // length (the last may be shorter) go as one UDP_SEGMENT send: one trip through the
-    // kernel's send path for up to a batch (32) of datagrams. The kernel numbers a run's IPv4 IDs 0, 1, 2,
-    // ... (DF, unconnected socket) and the ICRC covers the ID, so segment k's ICRC is patched
-    // from ID 0 to k while it is in flight (undone for what stays queued). A full socket buffer
-    // (EAGAIN, ENOBUFS) keeps the rest for the next flush; other errors lose that run, like a
-    // wire.
+    // kernel's send path for up to a batch (32) of datagrams. The kernel numbers a run's IPv4
+    // IDs 0, 1, 2, ... (DF, unconnected socket) and the ICRC covers the ID, so segment k's ICRC
+    // is patched from ID 0 to k while it is in flight (undone for what stays queued). A full
+    // socket buffer (EAGAIN, ENOBUFS) keeps the rest for the next flush; other errors lose that
+    // run, like a wire.
     bool flush_batch() {
         unsigned done = 0;
         while (done < batch_n_) {

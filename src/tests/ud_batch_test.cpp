@@ -174,18 +174,23 @@ std::unique_ptr<Transport> transport(Sink& s, uint64_t idle_takeover_ns, bool bu
     return std::make_unique<Transport>(cfg, open_qp("127.0.0.1"), cb);
 }
 
+// The owner of `a` calls progress once, then posts messages 0..n-1 (each its index) to `b`.
+void progress_then_burst(Transport& a, Transport& b, uint32_t n) {
+    const auto to_b = a.peer(b.address());
+    a.progress();
+    for (uint32_t i = 0; i < n; ++i) {
+        iovec iov{&i, sizeof(i)};
+        ASSERT_EQ(a.send_am(to_b, 1, &iov, 1), Status::ok);
+    }
+}
+
 // The first message after the owner's progress call leaves at once (a ping-pong's reply); the
 // rest of a burst waits for the next progress call, then leaves in batches, in order.
 TEST(UdBatch, TransportHoldsABurstUntilProgress) {
     Sink sa, sb;
     auto a = transport(sa, 10'000'000'000ull);   // the thread never takes over here
     auto b = transport(sb, 10'000'000'000ull);
-    const auto to_b = a->peer(b->address());
-    a->progress();
-    for (uint32_t i = 0; i < 20; ++i) {
-        iovec iov{&i, sizeof(i)};
-        ASSERT_EQ(a->send_am(to_b, 1, &iov, 1), Status::ok);
-    }
+    ASSERT_NO_FATAL_FAILURE(progress_then_burst(*a, *b, 20));
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
     while (std::chrono::steady_clock::now() < end) b->progress();
     EXPECT_EQ(sb.msgs.size(), 1u) << "only the first message leaves before the owner's progress";
@@ -213,12 +218,7 @@ TEST(UdBatch, ThreadSendsWhatWaitsWhenOwnerStops) {
         Sink sa, sb;
         auto a = transport(sa, 5'000'000, busy_outer_lock);
         auto b = transport(sb, 10'000'000'000ull);
-        const auto to_b = a->peer(b->address());
-        a->progress();
-        for (uint32_t i = 0; i < 10; ++i) {
-            iovec iov{&i, sizeof(i)};
-            ASSERT_EQ(a->send_am(to_b, 1, &iov, 1), Status::ok);
-        }
+        ASSERT_NO_FATAL_FAILURE(progress_then_burst(*a, *b, 10));
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         while (sb.msgs.size() < 10 && std::chrono::steady_clock::now() < end) b->progress();
         EXPECT_EQ(sb.msgs.size(), 10u) << "held messages never left while the owner was away"
