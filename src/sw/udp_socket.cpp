@@ -224,7 +224,8 @@ int UdpSocket::priority() const {
 int UdpSocket::send_batch(mmsghdr* msgs, unsigned n) {
     unsigned done = 0;
     while (done < n) {
-        const int r = ::sendmmsg(fd_, msgs + done, n - done, MSG_DONTWAIT);
+        const int r = n - done == 1 ? (::sendmsg(fd_, &msgs[done].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1)
+                                    : ::sendmmsg(fd_, msgs + done, n - done, MSG_DONTWAIT);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -243,11 +244,32 @@ int UdpSocket::send_batch(mmsghdr* msgs, unsigned n) {
     return int(done);
 }
 
+// A ping-pong finds one small datagram per call, and recvmmsg costs more than recvmsg for that
+// one (this development VM: ~0.15 us per call, ~0.3 us of a 7.9 us plain-UDP round trip). So
+// after a call that found one small datagram alone, the next calls read with recvmsg (an empty
+// poll costs the same either way); they go back to recvmmsg after a large datagram (bulk data,
+// a GRO run) or two calls in a row that each found one (a burst is queueing). Calls that find
+// nothing keep the mode: a stream's pauses do not turn it into single reads.
 int UdpSocket::recv_batch(mmsghdr* msgs, unsigned n) {
+    constexpr size_t small = 1024;
     for (;;) {
-        const int r = ::recvmmsg(fd_, msgs, n, MSG_DONTWAIT, nullptr);
-        if (r >= 0)
-            return r;
+        if (single_ || n == 1) {
+            const ssize_t r = ::recvmsg(fd_, &msgs[0].msg_hdr, MSG_DONTWAIT);
+            if (r >= 0) {
+                msgs[0].msg_len = unsigned(r);
+                single_ = size_t(r) < small && !found_last_;
+                found_last_ = true;
+                return 1;
+            }
+        } else {
+            const int r = ::recvmmsg(fd_, msgs, n, MSG_DONTWAIT, nullptr);
+            if (r >= 0) {
+                single_ = r == 1 && msgs[0].msg_len < small;
+                found_last_ = false;
+                return r;
+            }
+        }
+        found_last_ = false;
         if (errno == EINTR)
             continue;
         // EAGAIN: nothing queued. ECONNREFUSED: an ICMP error from an earlier send; ignore.

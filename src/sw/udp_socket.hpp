@@ -49,9 +49,11 @@ public:
     // SO_PRIORITY as the kernel holds it (getsockopt; -1 on error).
     int priority() const;
 
-    // Returns datagrams sent (>= 0); stops at the first error (EAGAIN etc.).
+    // Returns datagrams sent (>= 0); skips a datagram the kernel refuses (EAGAIN etc.).
     int send_batch(mmsghdr* msgs, unsigned n);
-    // Non-blocking; returns the number received (0 when nothing is queued).
+    // Non-blocking; returns the number received (0 when nothing is queued). May return one
+    // while more are queued (see the .cpp): callers loop while a call filled what it asked for
+    // or, as the device's progress does, come back on their next call.
     int recv_batch(mmsghdr* msgs, unsigned n);
 
 private:
@@ -61,6 +63,8 @@ private:
     bool gso_ = false;
     bool gro_ = false;
     bool warned_msgsize_ = false;
+    bool single_ = false;       // recv_batch reads with recvmsg (see the .cpp)
+    bool found_last_ = false;   // the last recvmsg found a datagram
     bool shares_port_ = false;   // SO_REUSEPORT set (main socket: once a sibling exists)
     uint8_t tc_ = 0;
     uint8_t prio_ = 0;

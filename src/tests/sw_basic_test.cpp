@@ -10,6 +10,7 @@
 #include <random>
 
 #include "sw/test_support.hpp"
+#include "sw/udp_socket.hpp"
 
 using namespace roce;
 using namespace roce::sw;
@@ -284,4 +285,70 @@ TEST(SwSend, Ipv6Loopback) {
     ASSERT_EQ(v4.dev->create_qp(q), Status::ok);
     EXPECT_EQ(v4.dev->connect_qp(q, p.b.dev->address()), Status::unreachable);
     p.b.dev.reset();   // target memory outlives the device
+}
+
+// recv_batch reads with recvmsg after a call found one small datagram alone, and goes back to
+// recvmmsg after two such reads in a row or a large datagram (udp_socket.cpp). Every datagram
+// arrives, in order, whichever way it is read; send_batch of one (sendmsg) and of several
+// (sendmmsg) both deliver.
+TEST(SwSocket, ReadsAloneAfterALoneSmallDatagram) {
+    UdpSocket rx, tx;
+    ASSERT_EQ(rx.open("127.0.0.1", 0, 0, 0), Status::ok);
+    ASSERT_EQ(tx.open("127.0.0.1", 0, 0, 0), Status::ok);
+    sockaddr_storage to{};
+    const socklen_t tolen = to_sockaddr(rx.local(), to);
+    constexpr unsigned most = 11, batch = 4, large = 2000;
+    std::vector<std::vector<uint8_t>> out(most, std::vector<uint8_t>(large));
+    iovec out_iov[most];
+    mmsghdr out_msgs[most]{};
+    uint32_t seq = 0;
+    // Sends n datagrams of `size` bytes, each starting with the next sequence number.
+    auto send = [&](unsigned n, size_t size) {
+        for (unsigned i = 0; i < n; ++i) {
+            std::memcpy(out[i].data(), &seq, sizeof(seq));
+            ++seq;
+            out_iov[i] = {out[i].data(), size};
+            out_msgs[i].msg_hdr = {};
+            out_msgs[i].msg_hdr.msg_name = &to;
+            out_msgs[i].msg_hdr.msg_namelen = tolen;
+            out_msgs[i].msg_hdr.msg_iov = &out_iov[i];
+            out_msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        EXPECT_EQ(tx.send_batch(out_msgs, n), int(n));
+    };
+    std::vector<std::vector<uint8_t>> in(batch, std::vector<uint8_t>(4096));
+    iovec in_iov[batch];
+    mmsghdr in_msgs[batch]{};
+    for (unsigned i = 0; i < batch; ++i) {
+        in_iov[i] = {in[i].data(), in[i].size()};
+        in_msgs[i].msg_hdr.msg_iov = &in_iov[i];
+        in_msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    uint32_t next = 0;
+    // Reads what was sent (loopback queues a datagram within its send: no waiting), then one
+    // empty call; returns how many each non-empty call got.
+    auto drain = [&] {
+        std::vector<int> calls;
+        for (int spins = 0; spins < 1000 && next < seq; ++spins) {
+            const int n = rx.recv_batch(in_msgs, batch);
+            if (n > 0)
+                calls.push_back(n);
+            for (int i = 0; i < n; ++i) {
+                uint32_t got = 0;
+                std::memcpy(&got, in[size_t(i)].data(), sizeof(got));
+                EXPECT_EQ(got, next++);
+            }
+        }
+        EXPECT_EQ(next, seq);
+        EXPECT_EQ(rx.recv_batch(in_msgs, batch), 0);
+        return calls;
+    };
+    send(most, 16);   // a first burst: batches
+    EXPECT_EQ(drain(), (std::vector<int>{4, 4, 3}));
+    send(1, 16);      // a lone small one: read by a batch that finds one
+    EXPECT_EQ(drain(), (std::vector<int>{1}));
+    send(most, 16);   // now two single reads, then batches until one finds a single datagram
+    EXPECT_EQ(drain(), (std::vector<int>{1, 1, 4, 4, 1}));
+    send(3, large);   // a large one ends the single reads at once
+    EXPECT_EQ(drain(), (std::vector<int>{1, 2}));
 }
