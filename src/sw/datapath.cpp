@@ -489,6 +489,7 @@ void DeviceImpl::run_timers(uint64_t now) {
 unsigned DeviceImpl::progress_locked(bool owner) {
     const unsigned before = new_events_;
     posts_since_progress_ = 0;
+    const bool drain = owner && drain_rx_.exchange(false, std::memory_order_relaxed);
     for (int round = 0; round < 16; ++round) {
         const int n = sock_.recv_batch(rx_msgs_.data(), rx_n_);
         for (int i = 0; i < n; ++i) {
@@ -530,7 +531,7 @@ unsigned DeviceImpl::progress_locked(bool owner) {
                 len -= l;
             }
         }
-        // prepare for the next batch (recvmmsg overwrote name/control lengths and flags)
+        // prepare for the next batch (the kernel overwrote name/control lengths and flags)
         for (int i = 0; i < n; ++i) {
             msghdr& h = rx_msgs_[size_t(i)].msg_hdr;
             h.msg_namelen = sizeof(sockaddr_storage);
@@ -543,7 +544,7 @@ unsigned DeviceImpl::progress_locked(bool owner) {
             for (auto& [q, p] : qps_)
                 req_progress(*p, now);
         }
-        if (n < int(rx_n_))
+        if (n < int(rx_n_) && !(drain && n > 0))   // a short batch emptied the socket; a single read may not
             break;
         tx_flush();   // more to receive: do not hold packets back
     }

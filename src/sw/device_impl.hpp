@@ -96,6 +96,9 @@ public:
     size_t poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) override;
     unsigned progress_round(ProgressSink& sink, size_t max_recv) override;
     int event_fd() const override { return epoll_fd_; }
+    // The next owner progress reads the socket until it is empty: a single read (recv_batch)
+    // may leave datagrams queued, and after arming, the fd must reflect only new arrivals.
+    void arm_events() override { drain_rx_.store(true, std::memory_order_relaxed); }
 
     // ---- internals (called with mu_ held)
     Qp* find_qp(uint32_t qpn);
@@ -283,6 +286,7 @@ public:
     // ping-pong's reply), later ones wait for the next progress() or a full batch, so a burst
     // of small messages costs one sendmmsg per batch instead of one system call per message.
     unsigned posts_since_progress_ = 0;
+    std::atomic<bool> drain_rx_{false};   // arm_events: see there
     bool gso_ = false;
     struct alignas(8) CmsgBuf {
         uint8_t b[64];

@@ -252,6 +252,8 @@ int UdpSocket::send_batch(mmsghdr* msgs, unsigned n) {
 // nothing keep the mode: a stream's pauses do not turn it into single reads.
 int UdpSocket::recv_batch(mmsghdr* msgs, unsigned n) {
     constexpr size_t small = 1024;
+    if (n == 0)
+        return 0;
     for (;;) {
         if (single_ || n == 1) {
             const ssize_t r = ::recvmsg(fd_, &msgs[0].msg_hdr, MSG_DONTWAIT);

@@ -1,5 +1,6 @@
 // RAII UDP socket of one device: bound to the device address, unconnected, non-blocking,
-// batched send (sendmmsg) and receive (recvmmsg).
+// batched send (sendmmsg; sendmsg for one) and receive (recvmmsg; recvmsg while datagrams come
+// one at a time).
 //
 // The class of what a socket sends is the socket's: IP_TOS / IPV6_TCLASS and SO_PRIORITY (the
 // skb priority, which a VLAN netdev's egress-qos-map, or a NIC's priority-to-TC map, turns into
@@ -49,11 +50,11 @@ public:
     // SO_PRIORITY as the kernel holds it (getsockopt; -1 on error).
     int priority() const;
 
-    // Returns datagrams sent (>= 0); skips a datagram the kernel refuses (EAGAIN etc.).
+    // Returns n: a datagram the kernel refuses (EAGAIN, EMSGSIZE...) is skipped, as lost.
     int send_batch(mmsghdr* msgs, unsigned n);
     // Non-blocking; returns the number received (0 when nothing is queued). May return one
-    // while more are queued (see the .cpp): callers loop while a call filled what it asked for
-    // or, as the device's progress does, come back on their next call.
+    // while more are queued (see the .cpp): a caller that must empty the socket reads until a
+    // call returns 0. Keeps state between calls: one thread at a time (the device's lock).
     int recv_batch(mmsghdr* msgs, unsigned n);
 
 private:

@@ -359,10 +359,15 @@ unsigned Transport::receive_held(uint64_t now) {
     unsigned count = 0;
     const auto on_dgram = [&](const Datagram& d) { on_datagram(d, now); };
     constexpr size_t batch = 64;
-    for (int round = 0; round < 4; ++round) {
+    // After an absence (no receive for over 1 ms) read until the QP is empty, so that the timers
+    // below see the ACKs that arrived meanwhile: a poll may stop after one datagram while more
+    // are queued (the userspace device's single reads, udp_socket.cpp).
+    const bool away = last_receive_ns_ != 0 && elapsed_ns(now, last_receive_ns_) > 1'000'000;
+    last_receive_ns_ = now;
+    for (int round = 0; round < (away ? 16 : 4); ++round) {
         const size_t n = qp_->poll(on_dgram, batch);
         count += unsigned(n);
-        if (n < batch) break;
+        if (n == 0 || (n < batch && !away)) break;
     }
     // Timers (delayed ACKs, retransmission) at most every service_interval_ns_: a pass over the
     // active peers in every busy-poll iteration cost as much as receiving a message (callgrind
