@@ -164,7 +164,8 @@ TEST(UdTransport, AfterAnAbsenceReadsEverythingQueued) {
     Link l;
     l.per_poll = 1;
     Sink sa, sb;
-    auto a = make(std::make_unique<LinkQp>(l, 0), sa);
+    // (an RTO far above the test's time: a slow build must not retransmit the burst)
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 30'000'000'000ull, 500'000'000);
     auto b = make(std::make_unique<LinkQp>(l, 1), sb);
     const Transport::PeerId to_b = a->peer(b->address());
     b->progress();
