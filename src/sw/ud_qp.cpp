@@ -163,9 +163,7 @@ private:
         unsigned done = 0;
         while (done < batch_n_) {
             const unsigned m = build_runs(done);
-            // One message (a ping-pong's reply): sendmsg, cheaper than sendmmsg (udp_socket.cpp)
-            const int r = m == 1 ? (::sendmsg(sock_.fd(), &batch_msgs_[0].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1)
-                                 : ::sendmmsg(sock_.fd(), batch_msgs_.data(), m, MSG_DONTWAIT);
+            const int r = sock_.send_mmsg(batch_msgs_.data(), m);
             const int err = r < 0 ? errno : 0;
             const unsigned sent = r < 0 ? 0 : unsigned(r);
             for (unsigned q = 0; q < sent; ++q) {

@@ -221,11 +221,16 @@ int UdpSocket::priority() const {
     return getsockopt(fd_, SOL_SOCKET, SO_PRIORITY, &p, &l) == 0 ? p : -1;
 }
 
+int UdpSocket::send_mmsg(mmsghdr* msgs, unsigned n) {
+    if (n == 1)
+        return ::sendmsg(fd_, &msgs[0].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1;
+    return ::sendmmsg(fd_, msgs, n, MSG_DONTWAIT);
+}
+
 int UdpSocket::send_batch(mmsghdr* msgs, unsigned n) {
     unsigned done = 0;
     while (done < n) {
-        const int r = n - done == 1 ? (::sendmsg(fd_, &msgs[done].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1)
-                                    : ::sendmmsg(fd_, msgs + done, n - done, MSG_DONTWAIT);
+        const int r = send_mmsg(msgs + done, n - done);
         if (r < 0) {
             if (errno == EINTR)
                 continue;

@@ -50,6 +50,9 @@ public:
     // SO_PRIORITY as the kernel holds it (getsockopt; -1 on error).
     int priority() const;
 
+    // One sendmmsg, with its return convention (number sent; -1 and errno), but by sendmsg
+    // when n is 1: cheaper for a lone message (a ping-pong's reply; see recv_batch).
+    int send_mmsg(mmsghdr* msgs, unsigned n);
     // Returns n: a datagram the kernel refuses (EAGAIN, EMSGSIZE...) is skipped, as lost.
     int send_batch(mmsghdr* msgs, unsigned n);
     // Non-blocking; returns the number received (0 when nothing is queued). May return one
