@@ -328,7 +328,7 @@ void DeviceImpl::send_delayed(uint64_t now) {
 
 // ---- receive path
 
-void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr& src, bool ce) {
+void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr& src, bool ce, uint64_t now) {
     st_.rx_packets++;
     st_.rx_bytes += len;
     wire::IpContext ip;
@@ -376,7 +376,6 @@ void DeviceImpl::process_datagram(const uint8_t* buf, size_t len, const WireAddr
     }
     qp->st.rx_packets++;
     qp->st.rx_bytes += len;
-    const uint64_t now = now_ns();
     qp->last_heard_ns = now;
     const uint8_t op = pkt.bth.opcode;
     if (op == uint8_t(wire::Opcode::cnp)) {
@@ -486,12 +485,18 @@ void DeviceImpl::run_timers(uint64_t now) {
     next_timer_ns_.store(next, std::memory_order_relaxed);
 }
 
-unsigned DeviceImpl::progress_locked(bool owner) {
+unsigned DeviceImpl::progress_locked(bool owner, uint64_t now) {
     const unsigned before = new_events_;
     posts_since_progress_ = 0;
     const bool drain = owner && drain_rx_.exchange(false, std::memory_order_relaxed);
     for (int round = 0; round < 16; ++round) {
         const int n = sock_.recv_batch(rx_msgs_.data(), rx_n_);
+        // Each packet is timed when it is processed (RTT samples, last heard, what its processing
+        // sends): the first by one reading for the batch, the others by their own.
+        if (n > 0)
+            now = now_ns();
+        size_t packets = 0;
+        auto packet_time = [&] { return packets++ ? now = now_ns() : now; };
         for (int i = 0; i < n; ++i) {
             mmsghdr& mh = rx_msgs_[size_t(i)];
             WireAddr src;
@@ -523,10 +528,10 @@ unsigned DeviceImpl::progress_locked(bool owner) {
             }
             const bool ce = (tos & wire_ecn_ce) == wire_ecn_ce;
             if (len == 0)
-                process_datagram(buf, 0, src, false);   // counted as malformed
+                process_datagram(buf, 0, src, false, packet_time());   // counted as malformed
             while (len > 0) {
                 const size_t l = std::min(seg, len);
-                process_datagram(buf, l, src, ce);
+                process_datagram(buf, l, src, ce, packet_time());
                 buf += l;
                 len -= l;
             }
@@ -540,7 +545,8 @@ unsigned DeviceImpl::progress_locked(bool owner) {
         }
         flush_acks();
         if (n > 0) {
-            const uint64_t now = now_ns();
+            if (packets > 1)   // a single packet took a microsecond: its reading times what is sent now
+                now = now_ns();
             for (auto& [q, p] : qps_)
                 req_progress(*p, now);
         }
@@ -548,8 +554,9 @@ unsigned DeviceImpl::progress_locked(bool owner) {
             break;
         tx_flush();   // more to receive: do not hold packets back
     }
-    const uint64_t now = now_ns();
-    if (owner)   // the same reading: every clock read is on the busy-poll path
+    // The last reading, at most a batch's processing or one empty read old: the timers are
+    // milliseconds, the owner's stamp half a millisecond.
+    if (owner)
         owner_.stamp(now);
     send_delayed(now);
     run_timers(now);

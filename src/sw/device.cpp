@@ -471,7 +471,7 @@ void DeviceImpl::give_buf(std::vector<uint8_t>&& b) {
 
 // fn: poll_recv's std::function or progress_round's sink.
 template <typename Fn>
-size_t DeviceImpl::recv_locked(Fn&& fn, size_t max) {
+size_t DeviceImpl::recv_locked(Fn&& fn, size_t max, uint64_t now) {
     size_t n = 0;
     while (n < max && !rq_.empty()) {
         RecvEntry e = std::move(rq_.front());
@@ -489,13 +489,13 @@ size_t DeviceImpl::recv_locked(Fn&& fn, size_t max) {
     // every ping-pong. The next progress() flushes them too; if the owner does neither, the
     // progress thread wakes at the deadline below (well inside any retransmission timeout).
     if (tx_n_ > 0)
-        hold_tx(now_ns());
+        hold_tx(now);
     return n;
 }
 
 size_t DeviceImpl::poll_recv(const std::function<void(const RecvMessage&)>& fn, size_t max) {
     std::lock_guard lk(mu_);
-    return recv_locked(fn, max);
+    return recv_locked(fn, max, now_ns());
 }
 
 void DeviceImpl::hold_tx(uint64_t now) {
@@ -511,7 +511,7 @@ void DeviceImpl::hold_tx(uint64_t now) {
 
 unsigned DeviceImpl::progress() {
     std::lock_guard lk(mu_);
-    return owner_progress_locked();
+    return owner_progress_locked(now_ns());
 }
 
 // The owner's whole round under one acquisition of mu_ (three before, and a std::function built
@@ -521,7 +521,8 @@ unsigned DeviceImpl::progress() {
 // by this same loop.
 unsigned DeviceImpl::progress_round(ProgressSink& sink, size_t max_recv) {
     std::lock_guard lk(mu_);
-    unsigned count = owner_progress_locked();
+    const uint64_t now = now_ns();
+    unsigned count = owner_progress_locked(now);
     while (!cq_.empty()) {
         const Completion c = cq_.front();
         cq_.pop_front();
@@ -529,16 +530,16 @@ unsigned DeviceImpl::progress_round(ProgressSink& sink, size_t max_recv) {
         sink.completion(c);
     }
     if (!rq_.empty())
-        count += unsigned(recv_locked([&sink](const RecvMessage& m) { sink.message(m); }, max_recv));
+        count += unsigned(recv_locked([&sink](const RecvMessage& m) { sink.message(m); }, max_recv, now));
     return count;
 }
 
-unsigned DeviceImpl::owner_progress_locked() {
-    owner_.stamp(now_ns());
+unsigned DeviceImpl::owner_progress_locked(uint64_t now) {
+    owner_.stamp(now);
     const unsigned pending_from_thread = new_events_;
     new_events_ = 0;
     tx_flush();   // anything held back by the previous call or posted since
-    return progress_locked(true) + pending_from_thread;   // it stamps owner_ again
+    return progress_locked(true, now) + pending_from_thread;   // it stamps owner_ again
 }
 
 void DeviceImpl::thread_main() {
@@ -580,8 +581,9 @@ void DeviceImpl::thread_main() {
         if (!owner_.owner_idle(now_ns()))
             continue;
         const unsigned before = new_events_;
-        last_timer_ns_ = served_ns = now_ns();   // the thread was watching the socket, not away
-        progress_locked(false);
+        const uint64_t t = now_ns();
+        last_timer_ns_ = served_ns = t;   // the thread was watching the socket, not away
+        progress_locked(false, t);
         if (new_events_ != before) {
             notified_.store(true, std::memory_order_relaxed);
             uint64_t one = 1;

@@ -41,7 +41,8 @@ void DeviceImpl::want_ack(Qp& qp, bool prompt) {
             ack_list_.push_back(qp.qpn);
         }
     } else if (qp.ack_deadline_ns == 0) {
-        qp.ack_deadline_ns = now_ns() + uint64_t(cfg_.ack_delay_us) * 1000;
+        // Only packet processing asks for ACKs: the packet's arrival time, no clock read
+        qp.ack_deadline_ns = qp.last_heard_ns + uint64_t(cfg_.ack_delay_us) * 1000;
     }
 }
 
