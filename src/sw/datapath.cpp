@@ -485,16 +485,20 @@ void DeviceImpl::run_timers(uint64_t now) {
     next_timer_ns_.store(next, std::memory_order_relaxed);
 }
 
-unsigned DeviceImpl::progress_locked(bool owner, uint64_t now) {
+unsigned DeviceImpl::progress_locked(bool owner, uint64_t& now) {
     const unsigned before = new_events_;
     posts_since_progress_ = 0;
     const bool drain = owner && drain_rx_.exchange(false, std::memory_order_relaxed);
+    bool stale = false;   // packets went out since the last reading
     for (int round = 0; round < 16; ++round) {
         const int n = sock_.recv_batch(rx_msgs_.data(), rx_n_);
         // Each packet is timed when it is processed (RTT samples, last heard, what its processing
         // sends): the first by one reading for the batch, the others by their own.
-        if (n > 0)
+        if (n > 0) {
             now = now_ns();
+            stale = false;
+        }
+        const uint64_t tx_before = st_.tx_packets + tx_n_;   // a batch flushed on the way counts
         size_t packets = 0;
         auto packet_time = [&] { return packets++ ? now = now_ns() : now; };
         for (int i = 0; i < n; ++i) {
@@ -545,7 +549,10 @@ unsigned DeviceImpl::progress_locked(bool owner, uint64_t now) {
         }
         flush_acks();
         if (n > 0) {
-            if (packets > 1)   // a single packet took a microsecond: its reading times what is sent now
+            // What the requesters send now is timed by this reading (RTT probes, the pacer):
+            // fresh unless the batch was one packet that queued at most an ACK (a ping-pong's
+            // message, about a microsecond) — a READ request queues its responses and ICRCs them.
+            if (packets > 1 || st_.tx_packets + tx_n_ > tx_before + 1)
                 now = now_ns();
             for (auto& [q, p] : qps_)
                 req_progress(*p, now);
@@ -553,9 +560,12 @@ unsigned DeviceImpl::progress_locked(bool owner, uint64_t now) {
         if (n < int(rx_n_) && !(drain && n > 0))   // a short batch emptied the socket; a single read may not
             break;
         tx_flush();   // more to receive: do not hold packets back
+        stale = true;
     }
-    // The last reading, at most a batch's processing or one empty read old: the timers are
-    // milliseconds, the owner's stamp half a millisecond.
+    if (stale)
+        now = now_ns();
+    // The last reading, at most a short batch's processing or one empty read old: the timers
+    // are milliseconds, the owner's stamp half a millisecond.
     if (owner)
         owner_.stamp(now);
     send_delayed(now);

@@ -511,7 +511,8 @@ void DeviceImpl::hold_tx(uint64_t now) {
 
 unsigned DeviceImpl::progress() {
     std::lock_guard lk(mu_);
-    return owner_progress_locked(now_ns());
+    uint64_t now = now_ns();
+    return owner_progress_locked(now);
 }
 
 // The owner's whole round under one acquisition of mu_ (three before, and a std::function built
@@ -521,8 +522,8 @@ unsigned DeviceImpl::progress() {
 // by this same loop.
 unsigned DeviceImpl::progress_round(ProgressSink& sink, size_t max_recv) {
     std::lock_guard lk(mu_);
-    const uint64_t now = now_ns();
-    unsigned count = owner_progress_locked(now);
+    uint64_t now = now_ns();
+    unsigned count = owner_progress_locked(now);   // now: its last reading
     while (!cq_.empty()) {
         const Completion c = cq_.front();
         cq_.pop_front();
@@ -534,7 +535,7 @@ unsigned DeviceImpl::progress_round(ProgressSink& sink, size_t max_recv) {
     return count;
 }
 
-unsigned DeviceImpl::owner_progress_locked(uint64_t now) {
+unsigned DeviceImpl::owner_progress_locked(uint64_t& now) {
     owner_.stamp(now);
     const unsigned pending_from_thread = new_events_;
     new_events_ = 0;
@@ -581,7 +582,7 @@ void DeviceImpl::thread_main() {
         if (!owner_.owner_idle(now_ns()))
             continue;
         const unsigned before = new_events_;
-        const uint64_t t = now_ns();
+        uint64_t t = now_ns();
         last_timer_ns_ = served_ns = t;   // the thread was watching the socket, not away
         progress_locked(false, t);
         if (new_events_ != before) {

@@ -104,12 +104,13 @@ public:
     // ---- internals (called with mu_ held)
     Qp* find_qp(uint32_t qpn);
     Qp* new_qp();
-    // `now`: the caller's clock reading, taken just before the call. A clock read costs ~27 ns
-    // on this VM (vDSO, kvm-clock) and a ping-pong message took ~10 of them per device, most
-    // within a microsecond of each other: a round reads the clock once at its start and once
-    // per received batch (its arrival time) and uses the last reading for everything else.
-    unsigned progress_locked(bool owner, uint64_t now);
-    unsigned owner_progress_locked(uint64_t now);   // progress()'s body
+    // `now`: in, the caller's clock reading, taken just before the call; out, the last reading.
+    // A clock read costs ~27 ns on this VM (vDSO, kvm-clock) and a ping-pong message took ~10
+    // of them per device, most within a microsecond of each other: a round reads the clock at
+    // its start, once per received batch (its arrival time) and again only after work that
+    // took long (more than one packet, packets sent), and uses the last reading for the rest.
+    unsigned progress_locked(bool owner, uint64_t& now);
+    unsigned owner_progress_locked(uint64_t& now);   // progress()'s body
     template <typename Fn>
     size_t recv_locked(Fn&& fn, size_t max, uint64_t now);   // poll_recv's body
     // ce: the datagram's IP header carried ECN CE (a congested queue marked it); now: when its
