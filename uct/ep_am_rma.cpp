@@ -56,6 +56,39 @@ bool single_buffer(const uct_iov_t* iov, size_t iovcnt, void*& buffer, size_t& l
     return true;
 }
 
+// PUT and GET zcopy: one registered buffer in place, and an Op only when the caller wants a
+// completion (without one, flush counts the WR off).
+template <typename Post>
+ucs_status_t rdma_zcopy(Ep* ep, const char* name, const uct_iov_t* iov, size_t iovcnt,
+                        uct_completion_t* comp, Post&& post) noexcept {
+    ROCE_UCT_TRY(name, return _exc_status, {
+        void* buffer;
+        size_t length;
+        uint32_t lkey;
+        if (!single_buffer(iov, iovcnt, buffer, length, &lkey)) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+        UCT_CHECK_LENGTH(length, 0, max_rdma_msg, name);
+        ucs_status_t status = tx_check(ep);
+        if (status != UCS_OK || length == 0) {
+            return status;
+        }
+        std::unique_ptr<Op> op;
+        if (comp != nullptr) {
+            op = std::make_unique<Op>();
+            op->comp = comp;
+        }
+        status = posted(ep, post(*ep->iface->dev, ep->qpn, wr_id_for(ep, op.get()), buffer, length, lkey));
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (op) {
+            link_op(ep, op.release());
+        }
+        return UCS_INPROGRESS;
+    })
+}
+
 } // namespace
 
 // ---------------------------------------------------------------- active messages
@@ -189,36 +222,11 @@ ssize_t ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void* arg, uin
 
 ucs_status_t ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, uint64_t remote_addr,
                           uct_rkey_t rkey, uct_completion_t* comp) noexcept {
-    Ep* ep = to_ep(tl_ep);
     UCT_CHECK_IOV_SIZE(iovcnt, 1ul, "put_zcopy");
-    ROCE_UCT_TRY("put_zcopy", return _exc_status, {
-        void* buffer;
-        size_t length;
-        uint32_t lkey;
-        if (!single_buffer(iov, iovcnt, buffer, length, &lkey)) {
-            return UCS_ERR_UNSUPPORTED;
-        }
-        UCT_CHECK_LENGTH(length, 0, max_rdma_msg, "put_zcopy");
-        ucs_status_t status = tx_check(ep);
-        if (status != UCS_OK || length == 0) {
-            return status;
-        }
-        std::unique_ptr<Op> op;
-        if (comp != nullptr) {
-            op = std::make_unique<Op>();
-            op->comp = comp;
-        }
-        RcDevice& dev = *ep->iface->dev;
-        status = posted(ep, dev.post_write(ep->qpn, wr_id_for(ep, op.get()), buffer, length,
-                                           remote_addr, rkey32(rkey), false, lkey));
-        if (status != UCS_OK) {
-            return status;
-        }
-        if (op) {
-            link_op(ep, op.release());
-        }
-        return UCS_INPROGRESS;
-    })
+    return rdma_zcopy(to_ep(tl_ep), "put_zcopy", iov, iovcnt, comp,
+                      [&](RcDevice& dev, uint32_t qpn, uint64_t wr_id, void* buffer, size_t length, uint32_t lkey) {
+                          return dev.post_write(qpn, wr_id, buffer, length, remote_addr, rkey32(rkey), false, lkey);
+                      });
 }
 
 ucs_status_t ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void* arg, size_t length,
@@ -254,36 +262,11 @@ ucs_status_t ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void*
 
 ucs_status_t ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t* iov, size_t iovcnt, uint64_t remote_addr,
                           uct_rkey_t rkey, uct_completion_t* comp) noexcept {
-    Ep* ep = to_ep(tl_ep);
     UCT_CHECK_IOV_SIZE(iovcnt, 1ul, "get_zcopy");
-    ROCE_UCT_TRY("get_zcopy", return _exc_status, {
-        void* buffer;
-        size_t length;
-        uint32_t lkey;
-        if (!single_buffer(iov, iovcnt, buffer, length, &lkey)) {
-            return UCS_ERR_UNSUPPORTED;
-        }
-        UCT_CHECK_LENGTH(length, 0, max_rdma_msg, "get_zcopy");
-        ucs_status_t status = tx_check(ep);
-        if (status != UCS_OK || length == 0) {
-            return status;
-        }
-        std::unique_ptr<Op> op;
-        if (comp != nullptr) {
-            op = std::make_unique<Op>();
-            op->comp = comp;
-        }
-        RcDevice& dev = *ep->iface->dev;
-        status = posted(ep, dev.post_read(ep->qpn, wr_id_for(ep, op.get()), buffer, length,
-                                          remote_addr, rkey32(rkey), lkey));
-        if (status != UCS_OK) {
-            return status;
-        }
-        if (op) {
-            link_op(ep, op.release());
-        }
-        return UCS_INPROGRESS;
-    })
+    return rdma_zcopy(to_ep(tl_ep), "get_zcopy", iov, iovcnt, comp,
+                      [&](RcDevice& dev, uint32_t qpn, uint64_t wr_id, void* buffer, size_t length, uint32_t lkey) {
+                          return dev.post_read(qpn, wr_id, buffer, length, remote_addr, rkey32(rkey), lkey);
+                      });
 }
 
 } // namespace roce::uct

@@ -1,6 +1,10 @@
 // verbs::Device implementation, one file per part:
-//   device.cpp    open/close, QP table, posting (inline / bounce / registered / temporary MR),
-//                 completion moderation, progress (CQ polling, event fd), receive buffers
+//   device.cpp    open/close, counters, QP table and QP lifecycle, receive buffers
+//   post.cpp      posting: inline / bounce / registered / temporary MR, completion moderation,
+//                 the software queue (connection setup, congestion window), ibv_post_send
+//   completion.cpp  CQ polling, in-order retirement, unsignaled tails, event fd, progress
+//   untracked.cpp lazy inline SENDs without a work-request record
+//   congestion.cpp  the delay-based window before ibv_post_send (UCX_RC_ROCE_CC=delay)
 //   cm.cpp        rdma_cm: listener, active connect (resolve addr/route -> REQ -> RTR/RTS ->
 //                 establish), passive accept (QP created on the request), disconnects, the CM thread
 //   pd.cpp, gid_choice.cpp: protection domain + MR table; local GID selection (src/gid policy)
@@ -282,6 +286,7 @@ public:
     void report(const VQp& q, uint64_t wr_id, OpKind op, Status st, uint32_t n);   // to cq_
     WrRec& new_wr(VQp& q) { return q.sq.push_default(); }   // built in place at the back of sq
     Status drop_new_wr(VQp& q, Status s) { q.sq.pop_back(); return s; }   // ... not submitted after all
+    WrRec& new_rdma_wr(VQp& q, uint64_t wr_id, OpKind op, uint64_t remote_va, uint32_t rkey);
     Status submit(VQp& q);                 // the new WR at the back of sq: count it, post if RTS
     Status post_atomic(uint32_t qpn, uint64_t wr_id, OpKind op, uint64_t remote_va, uint32_t rkey,
                        uint64_t compare_add, uint64_t swap, uint64_t* result);

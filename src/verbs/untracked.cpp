@@ -1,5 +1,5 @@
 // Lazy inline SENDs without a work-request record: DeviceImpl::post_send_untracked posts them,
-// VQp::anon keeps their sequence numbers as runs, handle_send_wc (device.cpp) retires them with
+// VQp::anon keeps their sequence numbers as runs, handle_send_wc (completion.cpp) retires them with
 // the CQE that retires the records around them, finish_anon reports them.
 #include <arpa/inet.h>
 
