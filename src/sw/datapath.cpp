@@ -305,7 +305,8 @@ void DeviceImpl::send_delayed(uint64_t now) {
     while (!delayed_.empty() && delayed_.front().due_ns <= now) {
         DelayedTx& d = delayed_.front();
         iovec iov{d.bytes.data(), d.bytes.size()};
-        msghdr m{};
+        mmsghdr mm{};
+        msghdr& m = mm.msg_hdr;
         m.msg_name = &d.sa;
         m.msg_namelen = d.salen;
         m.msg_iov = &iov;
@@ -315,7 +316,7 @@ void DeviceImpl::send_delayed(uint64_t now) {
             m.msg_control = c;
             m.msg_controllen = put_tos_cmsg(c, d.sa.ss_family, tos);
         }
-        if (::sendmsg(tx_socket(d.sock).fd(), &m, MSG_DONTWAIT) > 0) {
+        if (tx_socket(d.sock).send_mmsg(&mm, 1) == 1) {
             st_.tx_packets++;
             st_.tx_bytes += d.bytes.size();
             WireAddr dst;

@@ -579,10 +579,10 @@ void DeviceImpl::thread_main() {
             sleep_or_stop(stop_fd_, -1, std::max<uint64_t>(idle_ns / 4, 20000));
             continue;
         }
-        if (!owner_.owner_idle(now_ns()))
+        uint64_t t = now_ns();
+        if (!owner_.owner_idle(t))
             continue;
         const unsigned before = new_events_;
-        uint64_t t = now_ns();
         last_timer_ns_ = served_ns = t;   // the thread was watching the socket, not away
         progress_locked(false, t);
         if (new_events_ != before) {
