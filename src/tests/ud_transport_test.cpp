@@ -91,8 +91,7 @@ struct Sink {
 
 std::unique_ptr<Transport> make(std::unique_ptr<DatagramQp> qp, Sink& sink,
                                 uint64_t peer_timeout_ns = 30'000'000'000ull,
-                                uint64_t min_rto_ns = 200'000) {
-    TransportConfig cfg;
+                                uint64_t min_rto_ns = 200'000, TransportConfig cfg = {}) {
     cfg.tx.min_rto_ns = min_rto_ns;
     cfg.tx.peer_timeout_ns = peer_timeout_ns;
     cfg.rx.max_msg = 65536;
@@ -318,6 +317,43 @@ TEST(UdTransport, HostileDatagramsAreCountedNotDelivered) {
     // Nothing out of sequence 0.. was delivered as a whole message except what happened to be
     // sequenced right; above all: no crash, and counters account for the junk.
     EXPECT_GT(b->stats().malformed + b->stats().out_of_window + b->stats().duplicates, 0u);
+}
+
+// Datagrams are unauthenticated: strangers spraying data after a hole from many sources must not
+// make a receiver keep memory without bound (peers first heard from, out-of-order payload), and
+// the peer it has an endpoint for still gets every message, in order, over a lossy link, with
+// the strangers' holes holding the whole budget.
+TEST(UdTransport, StrangersCannotPinMemory) {
+    Link l;
+    l.drop = 0.05;
+    Sink sa, sb;
+    TransportConfig small;
+    small.max_passive_peers = 100;
+    small.hold_budget = 256 << 10;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 30'000'000'000ull, 200'000);
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb, 30'000'000'000ull, 200'000, small);
+    b->peer(a->address());   // b's endpoint for a: not a stranger
+    std::vector<uint8_t> pkt(header_size + 1000, 0xab);
+    for (uint32_t s = 0; s < 500; ++s) {
+        const UdAddr src{{2, {}, 2000}, 100 + s};
+        for (uint32_t psn = 1; psn <= 4; ++psn) {
+            encode(Header{PktType::data, flag_first | flag_last, 1, 0x1000 + s, psn, 0, 0}, pkt.data());
+            l.q[1].push_back({src, pkt});
+        }
+    }
+    while (!l.q[1].empty()) b->progress();
+    l.q[0].clear();   // b's ACKs to the strangers (this link hands everything to a)
+    const TransportStats st = b->stats();
+    EXPECT_EQ(st.peers, 101u);
+    EXPECT_EQ(st.peers_refused, 400u * 4);
+    const size_t fit = small.hold_budget / (1000 + HoldBudget::per_packet);
+    EXPECT_EQ(st.out_of_order, fit);
+    EXPECT_EQ(st.over_budget, 100u * 4 - fit);
+    EXPECT_TRUE(sb.msgs.empty());
+    stream(*a, *b, sb, 300);
+    expect_all(sb, 300);
+    EXPECT_GT(b->stats().over_budget, st.over_budget);   // a's packets after its losses: not held
+    EXPECT_TRUE(sa.failures.empty());
 }
 
 // The userspace device's UD QPs on loopback: real sockets, real RoCEv2 packets, faults injected.

@@ -32,9 +32,14 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         }
         if (ooo_.count(h.psn) != 0) {
             ++stats_.duplicates;
+        } else if (budget_ && budget_->limit - budget_->used < charge(len)) {
+            ++stats_.over_budget;
         } else {
             ++stats_.out_of_order;
             ooo_.emplace(h.psn, Held{h, std::vector<uint8_t>(payload, payload + len)});
+            if (budget_) {
+                budget_->used += charge(len);
+            }
         }
         ack_now_ = true;   // report the hole at once: the sender retransmits just it
         return;
@@ -47,8 +52,20 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         }
         Held held = std::move(it->second);
         ooo_.erase(it);
+        if (budget_) {
+            budget_->used -= charge(held.payload.size());
+        }
         consume(held.h, held.payload.data(), held.payload.size(), deliver);
     }
+}
+
+void Receiver::drop_held() {
+    if (budget_) {
+        for (const auto& [psn, held] : ooo_) {
+            budget_->used -= charge(held.payload.size());
+        }
+    }
+    ooo_.clear();
 }
 
 // One in-order packet: advance, and deliver or collect the AM it belongs to. A fragment that

@@ -23,6 +23,18 @@ struct ReceiverConfig {
 
 struct ReceiverStats {
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0, malformed = 0;
+    uint64_t over_budget = 0;   // out-of-order packets not kept: the transport's HoldBudget was spent
+};
+
+// What all receivers of one transport may hold out of order together, in bytes (payload plus a
+// fixed charge per packet). One receiver alone is bounded by its window (1024 packets, ~4 MiB),
+// but datagrams from unknown or hostile sources each make a receiver of their own: without a
+// common bound their holes could pin memory without limit. A packet over budget is dropped like
+// a loss (the sender retransmits it once the hole before it is filled).
+struct HoldBudget {
+    size_t limit = size_t(64) << 20;
+    size_t used = 0;
+    static constexpr size_t per_packet = 64;   // the entry around a payload (header, map node)
 };
 
 class Receiver {
@@ -30,7 +42,12 @@ public:
     // A whole AM, in order. `data` is valid during the call only.
     using Deliver = FunctionRef<void(uint8_t am_id, const uint8_t* data, size_t len)>;
 
-    explicit Receiver(const ReceiverConfig& cfg) : cfg_(cfg) {}
+    // `budget` (shared, outliving this receiver) bounds what it holds out of order; none: its
+    // window alone.
+    explicit Receiver(const ReceiverConfig& cfg, HoldBudget* budget = nullptr) : cfg_(cfg), budget_(budget) {}
+    ~Receiver() { drop_held(); }
+    Receiver(const Receiver&) = delete;
+    Receiver& operator=(const Receiver&) = delete;
 
     // A sequenced packet (data or probe) arrived; delivers what became in order.
     void receive(const Header& h, const uint8_t* payload, size_t len, uint64_t now,
@@ -48,6 +65,8 @@ public:
     // Every packet we send to the peer carries ack()/sack().
     void ack_sent() { unacked_ = 0; ack_now_ = false; }
     const ReceiverStats& stats() const { return stats_; }
+    // Forgets what is held out of order and gives its bytes back (a failed peer).
+    void drop_held();
 
 private:
     struct Held {
@@ -57,7 +76,10 @@ private:
     void consume(const Header& h, const uint8_t* payload, size_t len, const Deliver& deliver);
     uint32_t sack_bits() const;
 
+    static size_t charge(size_t len) { return len + HoldBudget::per_packet; }
+
     ReceiverConfig cfg_;
+    HoldBudget* budget_;
     uint32_t rcv_next_ = 0;
     std::unordered_map<uint32_t, Held> ooo_;   // by psn, all within (rcv_next, rcv_next+window]
     std::vector<uint8_t> reasm_;

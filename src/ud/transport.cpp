@@ -16,6 +16,7 @@ namespace roce::ud {
 Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp, Callbacks cb)
     : cfg_(cfg), qp_(std::move(qp)), cb_(std::move(cb)) {
     frag_ = qp_->max_payload() - header_size;
+    hold_budget_.limit = cfg_.hold_budget;
     service_interval_ns_ = std::min<uint64_t>(20'000, cfg_.ack_delay_ns / 2);
     while (cfg_.sender_id == 0) {
         cfg_.sender_id = std::random_device{}();
@@ -101,7 +102,7 @@ Sender& Transport::tx(Peer& p) {
 }
 
 Receiver& Transport::rx(Peer& p) {
-    if (!p.rx) p.rx = std::make_unique<Receiver>(cfg_.rx);
+    if (!p.rx) p.rx = std::make_unique<Receiver>(cfg_.rx, &hold_budget_);
     return *p.rx;
 }
 
@@ -253,7 +254,21 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     }
     // Traffic comes in runs from one peer: skip the hash lookup for the same address again.
     if (!(have_last_src_ && d.src == last_src_)) {
-        last_peer_ = peer(d.src);
+        auto it = by_addr_.find(d.src);
+        if (it == by_addr_.end()) {
+            if (passive_peers_ >= cfg_.max_passive_peers) {
+                ++stats_.peers_refused;
+                if (!warned_refused_) {
+                    warned_refused_ = true;
+                    ROCE_WARN("ud_roce: %zu peers have made contact without an endpoint of ours: datagrams "
+                              "from further new sources (%s first) are dropped (counter peers_refused)",
+                              passive_peers_, d.src.to_string().c_str());
+                }
+                return;
+            }
+            ++passive_peers_;
+        }
+        last_peer_ = it != by_addr_.end() ? it->second : peer(d.src);
         last_src_ = d.src;
         have_last_src_ = true;
     }
@@ -308,6 +323,9 @@ void Transport::fail(PeerId id, Status why) {
         dead_tx_.timeouts += s.timeouts;
         dead_tx_.window_cuts += s.window_cuts;
         p.tx->drop_all();
+    }
+    if (p.rx) {
+        p.rx->drop_held();
     }
     ++stats_.failed_peers;
     failures_.emplace_back(id, why);
@@ -515,6 +533,7 @@ TransportStats Transport::stats() const {
             s.out_of_order += r.out_of_order;
             s.out_of_window += r.out_of_window;
             s.malformed += r.malformed;
+            s.over_budget += r.over_budget;
         }
     }
     return s;
@@ -531,7 +550,8 @@ Transport::Counters Transport::counters() const {
             {"probes_sent", s.probes_sent}, {"retransmits", s.retransmits}, {"fast_retransmits", s.fast_retransmits},
             {"timeouts", s.timeouts}, {"window_cuts", s.window_cuts}, {"delivered", s.delivered},
             {"duplicates", s.duplicates}, {"out_of_order", s.out_of_order}, {"out_of_window", s.out_of_window},
-            {"restarted_peers", s.restarted_peers}, {"faults_dropped", d.faults_dropped},
+            {"restarted_peers", s.restarted_peers}, {"peers_refused", s.peers_refused},
+            {"over_budget", s.over_budget}, {"faults_dropped", d.faults_dropped},
             {"faults_duplicated", d.faults_duplicated}, {"faults_reordered", d.faults_reordered},
             {"faults_corrupted", d.faults_corrupted}, {"faults_truncated", d.faults_truncated},
             {"faults_delayed", d.faults_delayed}};
@@ -561,7 +581,7 @@ std::vector<Transport::PeerCounters> Transport::peer_counters() const {
                       {"timers_deferred", t.timers_deferred},
                       {"window_cuts", t.window_cuts}, {"delivered", r.delivered}, {"duplicates", r.duplicates},
                       {"out_of_order", r.out_of_order}, {"out_of_window", r.out_of_window}, {"malformed", r.malformed},
-                      {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0}};
+                      {"over_budget", r.over_budget}, {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0}};
         if (p.tx && p.tx->delay()) {
             c.counters.emplace_back("delay_blocked", t.delay_blocked);
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(p.tx->delay()->cwnd_bytes()));

@@ -44,6 +44,11 @@ struct TransportConfig {
     uint32_t sender_id = 0;           // 0: random
     bool progress_thread = false;
     uint64_t idle_takeover_ns = 2'000'000;
+    // Datagrams are unauthenticated: bounds on what strangers can make us keep. Peers first heard
+    // from (not created by peer() for an endpoint of ours): at most this many, later sources are
+    // dropped (a peer costs ~300 bytes). Out-of-order payload held by all peers together: below.
+    size_t max_passive_peers = size_t(1) << 20;
+    size_t hold_budget = size_t(64) << 20;
 };
 
 struct TransportStats {
@@ -52,6 +57,8 @@ struct TransportStats {
     uint64_t retransmits = 0, fast_retransmits = 0, timeouts = 0, window_cuts = 0;
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0;
     uint64_t malformed = 0, restarted_peers = 0;
+    uint64_t peers_refused = 0;   // datagrams from a new source beyond max_passive_peers
+    uint64_t over_budget = 0;     // out-of-order packets not held: hold_budget spent
 };
 
 class Transport {
@@ -159,6 +166,9 @@ private:
     std::unique_ptr<DatagramQp> qp_;
     Callbacks cb_;
     size_t frag_;
+    HoldBudget hold_budget_;           // before peers_: their receivers give it back when destroyed
+    size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)
+    bool warned_refused_ = false;
     std::vector<std::unique_ptr<Peer>> peers_;
     std::unordered_map<UdAddr, PeerId, UdAddrHash> by_addr_;
     UdAddr last_src_;                 // the last datagram's source and its peer (on_datagram)
