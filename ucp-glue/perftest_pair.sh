@@ -9,19 +9,28 @@ envfile=$1 limit=$2; shift 2
 # shellcheck disable=SC1090
 source "$envfile"
 export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
-port=$(( 20000 + (RANDOM % 20000) ))
 slog=$(mktemp) clog=$(mktemp); trap 'rm -f "$slog" "$clog"' EXIT
-timeout --kill-after=5 "$limit" ucx_perftest -p "$port" "$@" >"$slog" 2>&1 &
-server=$!
-# The server listens on its TCP port shortly after start; the client retries until it answers.
-crc=1
-for _ in $(seq 1 50); do
-  timeout --kill-after=5 "$limit" ucx_perftest 127.0.0.1 -p "$port" "$@" -f >"$clog" 2>&1
-  crc=$?
-  grep -q "connect() failed\|Connection refused" "$clog" || break
-  sleep 0.2
+# The server's TCP port: below the ephemeral range (no outgoing connection of a concurrent test
+# can hold it), and another one if the bind fails anyway (a listener of another test).
+eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$eph" -gt 12000 ] 2>/dev/null || eph=32768
+crc=1 src=1
+for attempt in 1 2 3 4 5; do
+  port=$(( 10000 + RANDOM % (eph - 10000) ))
+  timeout --kill-after=5 "$limit" ucx_perftest -p "$port" "$@" >"$slog" 2>&1 &
+  server=$!
+  # The server listens on its TCP port shortly after start; the client retries until it answers.
+  for _ in $(seq 1 50); do
+    timeout --kill-after=5 "$limit" ucx_perftest 127.0.0.1 -p "$port" "$@" -f >"$clog" 2>&1
+    crc=$?
+    grep -q "connect() failed\|Connection refused" "$clog" || break
+    kill -0 "$server" 2>/dev/null || break   # the server is gone (its bind failed?)
+    sleep 0.2
+  done
+  wait "$server"; src=$?
+  grep -q "bind() failed" "$slog" || break
+  echo "[perftest] port $port in use (attempt $attempt): another port"
 done
-wait "$server"; src=$?
 echo "[perftest] ucx_perftest $* (UCX_TLS=${UCX_TLS:-})"
 tail -n 3 "$clog"
 if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
