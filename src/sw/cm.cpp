@@ -47,7 +47,9 @@ bool decode(std::span<const uint8_t> in, Msg& m) {
     m.mtu = be::load32(p + 28);
     m.has_tc = p[32] & 1;
     std::memcpy(m.tc.data(), p + 33, m.tc.size());
-    return m.src_qpn >= 2 && m.src_qpn <= wire::psn_mask && m.dst_qpn <= wire::psn_mask;
+    // A REJ comes from no QP (its src_qpn is 0): it names only the requester's QP and connection.
+    const bool src_ok = m.type == MsgType::rej ? m.src_qpn == 0 : m.src_qpn >= 2;
+    return src_ok && m.src_qpn <= wire::psn_mask && m.dst_qpn <= wire::psn_mask;
 }
 
 } // namespace cm
@@ -61,8 +63,6 @@ std::array<uint8_t, 18> peer_key(const WireAddr& a) {
     k[17] = uint8_t(a.port);
     return k;
 }
-
-constexpr size_t max_passive_qps = 65536;   // bounds what unauthenticated REQs can allocate
 
 bool valid_mtu(uint32_t m) { return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096; }
 
@@ -184,8 +184,12 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
                 qp = nullptr;
             }
         }
-        if (!qp && passive_.size() >= max_passive_qps) {
-            ROCE_WARN("cm: %zu passive QPs, rejecting %s", passive_.size(), src.to_string().c_str());
+        if (!qp && passive_.size() >= cfg_.max_passive_qps) {
+            // Requests are unauthenticated: a flood of them gets one line, and the counter.
+            if (st_.cm_refused++ == 0)
+                ROCE_WARN("cm: %zu QPs created by connection requests (the most there may be): rejecting "
+                          "%s and later requests while so many remain (counter cm_refused)",
+                          passive_.size(), src.to_string().c_str());
             cm::Msg rej;
             rej.type = cm::MsgType::rej;
             rej.conn_id = m.conn_id;

@@ -189,7 +189,7 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)
     ROCE_SW_STAT(faults_dropped) ROCE_SW_STAT(faults_duplicated) ROCE_SW_STAT(faults_reordered)
     ROCE_SW_STAT(faults_corrupted) ROCE_SW_STAT(faults_truncated) ROCE_SW_STAT(faults_acks_dropped)
-    ROCE_SW_STAT(faults_delayed)
+    ROCE_SW_STAT(faults_delayed) ROCE_SW_STAT(cm_refused)
 #undef ROCE_SW_STAT
     return out;
 }

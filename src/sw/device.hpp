@@ -114,6 +114,9 @@ struct DeviceConfig {
     // Writing stops (logged once) when the file reaches pcap_limit bytes (0: unbounded).
     std::string pcap_path;
     uint64_t pcap_limit = 64ull << 20;
+    // QPs created by incoming connection requests (unauthenticated: anyone can send a REQ) at
+    // most; a REQ beyond is answered with a REJ (counter cm_refused).
+    uint32_t max_passive_qps = 65536;
 };
 
 // Counters of one device (monotonic).
@@ -137,6 +140,7 @@ struct DeviceStats {
     // NAKs by type (naks_sent / naks_received count them all, RNR NAKs included).
     uint64_t naks_sent_seq, naks_sent_rnr, naks_sent_access, naks_sent_invalid;
     uint64_t naks_received_seq, naks_received_rnr, naks_received_access, naks_received_invalid;
+    uint64_t cm_refused;   // connection requests rejected: max_passive_qps passive QPs exist
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its

@@ -282,3 +282,74 @@ TEST(SwHostile, FakePeerThroughCm) {
     at.send(at.build(ud, msg));
     ASSERT_TRUE(run_until({&b}, [&] { return b.dev->qp_state(qpn) == QpState::error; }, 2));
 }
+
+// Connection requests are unauthenticated: each new one creates a QP, up to max_passive_qps;
+// beyond, each is answered with a REJ and counted (the log gets one line), and a QP freed by its
+// DREQ makes room for the next request.
+TEST(SwHostile, ConnectionRequestFloodIsBounded) {
+    Host b;
+    DeviceConfig cfg;
+    cfg.max_passive_qps = 4;
+    ASSERT_EQ(b.open(cfg), Status::ok);
+    Attacker at(b.dev->address());
+    wire::Packet ud;
+    ud.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+    ud.bth.dest_qp = 1;
+    ud.deth.qkey = cm::qkey;
+    ud.deth.src_qp = 1;
+    uint8_t msg[cm::msg_size];
+    auto exchange = [&](const cm::Msg& m) {
+        cm::encode(m, msg);
+        at.send(at.build(ud, msg));
+        cm::Msg ans;
+        const auto r = at.recv(b);
+        wire::Packet rp;
+        EXPECT_FALSE(r.empty());
+        if (r.empty() || wire::parse(r, wire::IpContext{}, false, rp) != wire::ParseError::none ||
+            !cm::decode(rp.payload, ans))
+            ADD_FAILURE() << "no CM answer";
+        EXPECT_EQ(ans.conn_id, m.conn_id);
+        return ans;
+    };
+    auto request = [&](uint32_t conn) {
+        cm::Msg req;
+        req.type = cm::MsgType::req;
+        req.conn_id = conn;
+        req.src_qpn = 0x1000 + conn;
+        req.start_psn = 100;
+        req.mtu = 4096;
+        return exchange(req);
+    };
+    std::vector<uint32_t> qpns;
+    for (uint32_t conn = 1; conn <= 6; ++conn) {
+        const cm::Msg a = request(conn);
+        if (conn <= 4) {
+            EXPECT_EQ(a.type, cm::MsgType::rep) << conn;
+            qpns.push_back(a.src_qpn);
+        } else {
+            EXPECT_EQ(a.type, cm::MsgType::rej) << conn;
+        }
+    }
+    ASSERT_EQ(qpns.size(), 4u);
+    EXPECT_EQ(b.dev->stats().cm_refused, 2u);
+    cm::Msg d;
+    d.type = cm::MsgType::dreq;
+    d.conn_id = 1;
+    d.src_qpn = 0x1001;
+    d.dst_qpn = qpns[0];
+    EXPECT_EQ(exchange(d).type, cm::MsgType::drep);
+    EXPECT_EQ(request(7).type, cm::MsgType::rep);
+    EXPECT_EQ(request(8).type, cm::MsgType::rej);
+    EXPECT_EQ(b.dev->stats().cm_refused, 3u);
+    // A real requester understands the REJ: its QP fails at once, not after its REQ retries.
+    Host a;
+    DeviceConfig slow_retry;   // (one REQ: a retry before the REJ is read would be refused too)
+    slow_retry.retransmit_timeout_us = 500'000;
+    ASSERT_EQ(a.open(slow_retry), Status::ok);
+    uint32_t q = 0;
+    ASSERT_EQ(a.dev->create_qp(q), Status::ok);
+    ASSERT_EQ(a.dev->connect_qp(q, b.dev->address()), Status::ok);
+    ASSERT_TRUE(run_until({&a, &b}, [&] { return a.dev->qp_state(q) == QpState::error; }, 5));
+    EXPECT_EQ(a.dev->stats().timeouts, 0u);
+    EXPECT_EQ(b.dev->stats().cm_refused, 4u);
+}
