@@ -10,13 +10,22 @@ envfile=$1 limit=$2; shift 2
 source "$envfile"
 export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
 slog=$(mktemp) clog=$(mktemp); trap 'rm -f "$slog" "$clog"' EXIT
-# The server's TCP port: below the ephemeral range (no outgoing connection of a concurrent test
-# can hold it), and another one if the bind fails anyway (a listener of another test).
-eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-[ "$eph" -gt 12000 ] 2>/dev/null || eph=32768
+# The server's TCP port: outside the ephemeral range (no outgoing connection of a concurrent
+# test can hold it), one nobody listens on (the client would talk to that listener), and another
+# one if the bind fails anyway.
+read -r eph_lo eph_hi 2>/dev/null < /proc/sys/net/ipv4/ip_local_port_range || { eph_lo=32768 eph_hi=60999; }
+pick_port() {
+  if [ "$eph_lo" -gt 12000 ]; then echo $(( 10000 + RANDOM % (eph_lo - 10000) ))
+  elif [ "$eph_hi" -lt 63000 ]; then echo $(( eph_hi + 1 + RANDOM % (65535 - eph_hi) ))
+  else echo $(( 20000 + RANDOM % 20000 )); fi
+}
 crc=1 src=1
 for attempt in 1 2 3 4 5; do
-  port=$(( 10000 + RANDOM % (eph - 10000) ))
+  port=$(pick_port)
+  for _ in 1 2 3 4 5; do
+    [ -z "$(ss -Htln "sport = :$port" 2>/dev/null)" ] && break
+    port=$(pick_port)
+  done
   timeout --kill-after=5 "$limit" ucx_perftest -p "$port" "$@" >"$slog" 2>&1 &
   server=$!
   # The server listens on its TCP port shortly after start; the client retries until it answers.
@@ -28,7 +37,7 @@ for attempt in 1 2 3 4 5; do
     sleep 0.2
   done
   wait "$server"; src=$?
-  grep -q "bind() failed" "$slog" || break
+  grep -q "bind() failed: Address already in use" "$slog" || break
   echo "[perftest] port $port in use (attempt $attempt): another port"
 done
 echo "[perftest] ucx_perftest $* (UCX_TLS=${UCX_TLS:-})"

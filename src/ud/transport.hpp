@@ -46,7 +46,9 @@ struct TransportConfig {
     uint64_t idle_takeover_ns = 2'000'000;
     // Datagrams are unauthenticated: bounds on what strangers can make us keep. Peers first heard
     // from (not created by peer() for an endpoint of ours): at most this many, later sources are
-    // dropped (a peer costs ~300 bytes). Out-of-order payload held by all peers together: below.
+    // dropped (a peer costs a few hundred bytes; never forgotten: a sender we hold no endpoint
+    // for, idle for long, must find its sequence where it left it). Out-of-order payload held by
+    // all peers together: below.
     size_t max_passive_peers = size_t(1) << 20;
     size_t hold_budget = size_t(64) << 20;
 };
