@@ -89,6 +89,15 @@ void DeviceImpl::cm_send(const WireAddr& to, const cm::Msg& m) {
         tx_commit(n, sa, salen);
 }
 
+// A REJ from no QP (src_qpn 0): it names the requester's QP and connection only.
+void DeviceImpl::cm_reject(const WireAddr& to, const cm::Msg& req) {
+    cm::Msg rej;
+    rej.type = cm::MsgType::rej;
+    rej.conn_id = req.conn_id;
+    rej.dst_qpn = req.src_qpn;
+    cm_send(to, rej);
+}
+
 void DeviceImpl::cm_send_req(Qp& qp) {
     cm::Msg m;
     m.type = cm::MsgType::req;
@@ -161,11 +170,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
     switch (m.type) {
     case cm::MsgType::req: {
         if (!valid_mtu(m.mtu) || src.family != sock_.local().family) {
-            cm::Msg rej;
-            rej.type = cm::MsgType::rej;
-            rej.conn_id = m.conn_id;
-            rej.dst_qpn = m.src_qpn;
-            cm_send(src, rej);
+            cm_reject(src, m);
             return;
         }
         if (in_timewait(m.conn_id, now_ns())) {
@@ -190,11 +195,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
                 ROCE_WARN("cm: %zu QPs created by connection requests (the most there may be): rejecting "
                           "%s and later requests while so many remain (counter cm_refused)",
                           passive_.size(), src.to_string().c_str());
-            cm::Msg rej;
-            rej.type = cm::MsgType::rej;
-            rej.conn_id = m.conn_id;
-            rej.dst_qpn = m.src_qpn;
-            cm_send(src, rej);
+            cm_reject(src, m);
             return;
         }
         if (!qp) {

@@ -187,6 +187,7 @@ public:
     // cm (cm.cpp)
     void cm_packet(const wire::Packet& pkt, const WireAddr& src);
     void cm_send(const WireAddr& to, const cm::Msg& m);
+    void cm_reject(const WireAddr& to, const cm::Msg& req);
     void cm_send_req(Qp& qp);
     void cm_timers(uint64_t now);
     // DREQs of destroyed QPs, retransmitted until a DREP answers (cm.hpp).

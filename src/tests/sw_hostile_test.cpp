@@ -88,6 +88,16 @@ struct Attacker {
     }
 };
 
+// A UD SEND to QP1 with the CM's Q_Key: how connection-manager messages travel.
+wire::Packet cm_datagram() {
+    wire::Packet ud;
+    ud.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+    ud.bth.dest_qp = 1;
+    ud.deth.qkey = cm::qkey;
+    ud.deth.src_qp = 1;
+    return ud;
+}
+
 } // namespace
 
 TEST(SwHostile, GarbageAndForgedPackets) {
@@ -166,11 +176,7 @@ TEST(SwHostile, FakePeerThroughCm) {
     const uint64_t va = uint64_t(uintptr_t(target.data() + 4096));
     Attacker at(b.dev->address());
     // malformed CM messages
-    wire::Packet ud;
-    ud.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
-    ud.bth.dest_qp = 1;
-    ud.deth.qkey = cm::qkey;
-    ud.deth.src_qp = 1;
+    const wire::Packet ud = cm_datagram();
     const DeviceStats s0 = b.dev->stats();
     std::vector<uint8_t> shortmsg(10, 0);
     at.send(at.build(ud, shortmsg));
@@ -292,11 +298,7 @@ TEST(SwHostile, ConnectionRequestFloodIsBounded) {
     cfg.max_passive_qps = 4;
     ASSERT_EQ(b.open(cfg), Status::ok);
     Attacker at(b.dev->address());
-    wire::Packet ud;
-    ud.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
-    ud.bth.dest_qp = 1;
-    ud.deth.qkey = cm::qkey;
-    ud.deth.src_qp = 1;
+    const wire::Packet ud = cm_datagram();
     uint8_t msg[cm::msg_size];
     auto exchange = [&](const cm::Msg& m) {
         cm::encode(m, msg);
