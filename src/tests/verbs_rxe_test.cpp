@@ -479,6 +479,50 @@ TEST_F(VerbsRxe, DestroyWhileConnecting) {
                 (unsigned long long)b->stats().cm_accepted, (unsigned long long)b->stats().passive_freed);
 }
 
+// Connection requests are unauthenticated: each accepted one creates a QP on the device, up to
+// max_passive_qps; later ones are rejected at once (the requester fails as unreachable, without
+// waiting out a timeout) and a freed passive QP makes room again.
+TEST_F(VerbsRxe, ConnectionRequestFloodIsBounded) {
+    verbs::DeviceConfig capped;
+    capped.max_passive_qps = 2;
+    std::unique_ptr<verbs::Device> c;
+    ASSERT_EQ(verbs::Device::open(capped, pd, c), Status::ok);
+    auto connect_c = [&](uint32_t& q) {
+        EXPECT_EQ(a->create_qp(q), Status::ok);
+        EXPECT_EQ(a->connect_qp(q, c->address()), Status::ok);
+        EXPECT_TRUE(wait([&] { return a->qp_state(q) != verbs::QpState::connecting; }));
+        return a->qp_state(q);
+    };
+    uint32_t q1, q2, q3, q4;
+    ASSERT_EQ(connect_c(q1), verbs::QpState::rts);
+    ASSERT_EQ(connect_c(q2), verbs::QpState::rts);
+    EXPECT_EQ(c->stats().cm_refused, 0u);
+    uint8_t x[8] = {};
+    iovec iov{x, sizeof(x)};
+    ASSERT_EQ(a->post_send(q2, 1, &iov, 1), Status::ok);   // the accepted ones work
+    ASSERT_TRUE(wait_comp(1));
+    EXPECT_EQ(comp(1)->status, Status::ok);
+
+    const auto t0 = Clock::now();
+    EXPECT_EQ(connect_c(q3), verbs::QpState::error);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(c->stats().cm_refused, 1u);
+    EXPECT_EQ(c->stats().cm_accepted, 2u);
+    ASSERT_EQ(a->post_send(q3, 2, &iov, 1), Status::canceled);
+    std::printf("  request beyond the cap refused after %.3f s\n", secs);
+    EXPECT_LT(secs, 0.5 * capped.connect_timeout_ms / 1000.0) << "refused only by a timeout";
+
+    ASSERT_EQ(a->destroy_qp(q1), Status::ok);   // DREQ: c frees its passive QP
+    ASSERT_TRUE(wait([&] { return c->stats().passive_freed == 1; }, 30)) << "passive QP not freed";
+    ASSERT_EQ(connect_c(q4), verbs::QpState::rts);
+    EXPECT_EQ(c->stats().cm_refused, 1u);
+    ASSERT_EQ(a->post_send(q4, 3, &iov, 1), Status::ok);
+    ASSERT_TRUE(wait_comp(3));
+    EXPECT_EQ(comp(3)->status, Status::ok);
+    for (uint32_t q : {q2, q3, q4})
+        EXPECT_EQ(a->destroy_qp(q), Status::ok);
+}
+
 // Figures (printed as rxe-result lines; the guest script records them). Under TCG only the
 // comparison with other transports in the same guest run means anything.
 TEST_F(VerbsRxe, Figures) {

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <poll.h>
+#include <utility>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -335,11 +336,23 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     ConnPriv cp{};
     if (priv_len >= sizeof(cp))
         std::memcpy(&cp, priv, sizeof(cp));
+    // Requests are unauthenticated: a flood of them gets one line each kind, and the counters.
     if (ntohl(cp.magic) != conn_magic || ntohl(cp.version) < 1) {
-        ROCE_WARN("verbs: %s: rejecting a connection request that is not ours", cfg_.dev_name.c_str());
+        if (!std::exchange(warned_foreign_req_, true))
+            ROCE_WARN("verbs: %s: rejecting a connection request that is not ours (and later ones, "
+                      "counter cm_rejected)", cfg_.dev_name.c_str());
         rdma_reject(id, nullptr, 0);
         rdma_destroy_id(id);
         ++st_.cm_rejected;
+        return;
+    }
+    if (passive_qps_ >= cfg_.max_passive_qps) {
+        if (st_.cm_refused++ == 0)
+            ROCE_WARN("verbs: %s: %u QPs created by connection requests (the most there may be): "
+                      "rejecting later requests while so many remain (counter cm_refused)",
+                      cfg_.dev_name.c_str(), passive_qps_);
+        rdma_reject(id, nullptr, 0);
+        rdma_destroy_id(id);
         return;
     }
     auto q = std::make_unique<VQp>();
@@ -463,7 +476,11 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
     case RDMA_CM_EVENT_REJECTED:
         ++st_.cm_rejected;
         if (!q->passive) {
-            cm_fail_connect(*q, Status::unreachable, "rejected (nobody listens on that port?)");
+            // The reason tells a port nobody listens on (the CM's own REJ) from our peer's
+            // rdma_reject (its passive-QP cap; the status is the IB CM reason, 28 = consumer).
+            cm_fail_connect(*q, Status::unreachable,
+                            status == 28 ? "rejected by the peer (too many connections to it? see its log)"
+                                         : "rejected (nobody listens on that port?)");
             return;
         }
         [[fallthrough]];   // our REP was answered with REJ: the active side gave up

@@ -204,7 +204,8 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_VERBS_STAT(signaled) ROCE_VERBS_STAT(unsignaled) ROCE_VERBS_STAT(untracked_sends)
     ROCE_VERBS_STAT(send_cqes)
     ROCE_VERBS_STAT(recv_cqes) ROCE_VERBS_STAT(recv_errors) ROCE_VERBS_STAT(cm_established)
-    ROCE_VERBS_STAT(cm_rejected) ROCE_VERBS_STAT(cm_errors) ROCE_VERBS_STAT(wr_errors)
+    ROCE_VERBS_STAT(cm_rejected) ROCE_VERBS_STAT(cm_refused) ROCE_VERBS_STAT(cm_errors)
+    ROCE_VERBS_STAT(wr_errors)
 #undef ROCE_VERBS_STAT
     // The port's own counters: what the NIC (or rxe) saw on the wire — retries, sequence errors,
     // RNR, CNPs/ECN on NICs that count them — named hw_<sysfs name>.
@@ -251,6 +252,7 @@ void DeviceImpl::insert_qp(std::unique_ptr<VQp> q) {
     last_qp_[0] = last_qp_[1] = nullptr;   // in case it was an entry replaced here
     const uint32_t qpn = q->qpn;
     q->next_seq = cfg_.first_seq;
+    passive_qps_ += q->passive;
     qps_[qpn] = std::move(q);
 }
 
@@ -433,6 +435,7 @@ void DeviceImpl::erase_qp(uint32_t qpn) {
         tokens_.erase(it->second->token);
     std::erase(tails_, qpn);
     const VQp& q = *it->second;
+    passive_qps_ -= q.passive;
     if (q.state != QpState::reset || q.st.sends + q.st.writes + q.st.reads + q.st.atomics)
         closed_qps_[q.peer.to_string()] += q.st;
     for (VQp*& c : last_qp_) {

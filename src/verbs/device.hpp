@@ -88,6 +88,10 @@ struct DeviceConfig {
     uint64_t fail_post_seq = 0;        // tests: ibv_post_send is not called for the work request
                                        // with this sequence number, it fails as if refused (0: none)
     uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
+    // QPs created by incoming connection requests (unauthenticated: anyone who reaches the rdma_cm
+    // port can send one) at most; a request beyond is rejected (counter cm_refused). Keeps a flood
+    // from taking the device's QPs (max_qp) from our own connections.
+    uint32_t max_passive_qps = 65536;
     // Congestion control of the QPs' requests (verbs/congestion.cpp): delay mode holds work
     // requests in software while the QP's window is full; MAX_RD_BYTES caps READ bytes in flight
     // in every mode. dcqcn is the NIC's business here (firmware), not ours.
@@ -104,6 +108,7 @@ struct DeviceStats {
     uint64_t cm_connects, cm_established, cm_accepted, cm_rejected, cm_errors, cm_disconnects;
     uint64_t wr_errors;                              // error completions other than flushes
     uint64_t passive_freed;                          // passive QPs freed after their peer left
+    uint64_t cm_refused;                             // requests rejected: max_passive_qps exist
 };
 
 class Pd : public RcPd {

@@ -366,6 +366,8 @@ public:
     uint32_t signal_every_ = 1;
 
     std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;   // changed by insert_qp/erase_qp only
+    uint32_t passive_qps_ = 0;                                 // of qps_ (max_passive_qps)
+    bool warned_foreign_req_ = false;                          // "not ours" is logged once
     VQp* last_qp_[2] = {};                                     // find_qp's cache: in qps_ or null
     uint32_t signaled_inflight_ = 0;   // over all QPs (VQp::signaled_inflight)
     uint32_t send_poll_skips_ = 0;     // poll_cqs rounds without polling the send CQ
