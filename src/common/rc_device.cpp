@@ -1,11 +1,22 @@
 #include "common/rc_device.hpp"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <cstring>
 #include <iterator>
 
 namespace roce {
+
+std::string WireAddr::to_string() const {
+    char buf[INET6_ADDRSTRLEN] = "?";
+    if (family == AF_INET)
+        inet_ntop(AF_INET, ip, buf, sizeof(buf));
+    else if (family == AF_INET6)
+        inet_ntop(AF_INET6, ip, buf, sizeof(buf));
+    std::string s = family == AF_INET6 ? "[" + std::string(buf) + "]" : std::string(buf);
+    return s + ":" + std::to_string(port);
+}
 
 bool WireAddr::is_loopback() const {
     if (family == AF_INET)

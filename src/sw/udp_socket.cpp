@@ -15,16 +15,6 @@
 #include "common/log.hpp"
 #include "common/netns.hpp"
 
-std::string roce::WireAddr::to_string() const {
-    char buf[INET6_ADDRSTRLEN] = "?";
-    if (family == AF_INET)
-        inet_ntop(AF_INET, ip, buf, sizeof(buf));
-    else if (family == AF_INET6)
-        inet_ntop(AF_INET6, ip, buf, sizeof(buf));
-    std::string s = family == AF_INET6 ? "[" + std::string(buf) + "]" : std::string(buf);
-    return s + ":" + std::to_string(port);
-}
-
 namespace roce::sw {
 
 socklen_t to_sockaddr(const WireAddr& a, sockaddr_storage& ss) {

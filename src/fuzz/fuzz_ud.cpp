@@ -1,0 +1,211 @@
+// Fuzz target: ud_roce's reliability (ud::Transport: header decoding, each peer's Receiver with
+// its window, out-of-order holds and reassembly, each Sender's ACK/SACK handling, restarted
+// peers, the bounds on strangers) fed datagrams from four sources, interleaved with a real peer's
+// stream, over an in-memory datagram QP. Datagrams are unauthenticated, so a forged one may break
+// the stream of the peer whose address it carries, and nothing else.
+//
+// The input is a run of records: [control][length][length bytes of UD payload].
+//   control bits 0-1  the source: 0 = the real peer B (a forgery), 1..3 = strangers (A has an
+//                     endpoint for stranger 1 and messages in flight to it: its forged ACKs and
+//                     SACKs reach a live sender)
+//   bit 2  the header is made valid (version, a type from its first byte)
+//   bit 3  psn and ack := their low 6 bits (near where the sequences start: in window, holes,
+//          duplicates)
+//   bit 4  the peer B sends one more message before this datagram arrives
+// Oracle: no crash or sanitizer report; every AM delivered is at most max_msg bytes; and when no
+// record forged B's address, every message B sent arrives at A exact, once, in order.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "common/log.hpp"
+#include "ud/header.hpp"
+#include "ud/transport.hpp"
+
+using namespace roce;
+using namespace roce::ud;
+
+namespace {
+
+constexpr size_t max_msg = 8192, mtu = 512;
+
+UdAddr addr_of(uint16_t port) {
+    UdAddr a;
+    a.net.family = 2;
+    a.net.ip[0] = 127;
+    a.net.ip[3] = 1;
+    a.net.port = port;
+    a.qpn = 0x100u + port;
+    return a;
+}
+
+// Datagrams in flight to each address; what goes to an address without a transport is dropped.
+struct Wire {
+    struct Pkt {
+        UdAddr src, dst;
+        std::vector<uint8_t> data;
+    };
+    std::deque<Pkt> q;
+};
+
+class WireQp final : public DatagramQp {
+public:
+    WireQp(Wire& w, UdAddr self) : w_(w), self_(self) {}
+    ~WireQp() override { ::close(fd_); }
+    UdAddr address() const override { return self_; }
+    size_t max_payload() const override { return mtu; }
+    Status send(const UdAddr& dst, const iovec* iov, size_t n) override {
+        Wire::Pkt p{self_, dst, {}};
+        for (size_t i = 0; i < n; ++i) {
+            const auto* b = static_cast<const uint8_t*>(iov[i].iov_base);
+            p.data.insert(p.data.end(), b, b + iov[i].iov_len);
+        }
+        if (p.data.size() > mtu)
+            return Status::invalid_param;
+        if (w_.q.size() < 4096)   // a full link drops, as a socket would
+            w_.q.push_back(std::move(p));
+        return Status::ok;
+    }
+    size_t poll(FunctionRef<void(const Datagram&)> fn, size_t max) override {
+        // Taken off the link first: handling a datagram sends (onto the same queue).
+        std::vector<Wire::Pkt> got;
+        for (auto it = w_.q.begin(); it != w_.q.end() && got.size() < max;) {
+            if (it->dst == self_) {
+                got.push_back(std::move(*it));
+                it = w_.q.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (const Wire::Pkt& p : got)
+            fn(Datagram{p.src, p.data.data(), p.data.size()});
+        return got.size();
+    }
+    int event_fd() const override { return fd_; }
+    DatagramStats stats() const override { return {}; }
+
+private:
+    Wire& w_;
+    UdAddr self_;
+    int fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+};
+
+std::vector<uint8_t> message(size_t i) {
+    std::vector<uint8_t> v((i * 1237) % 3000 + 1);   // 1..3000 bytes: up to 7 fragments
+    for (size_t k = 0; k < v.size(); ++k)
+        v[k] = uint8_t(i * 31 + k * 7);
+    return v;
+}
+
+[[noreturn]] void die(const char* what, size_t i) {
+    std::fprintf(stderr, "fuzz_ud: %s (message %zu)\n", what, i);
+    std::abort();
+}
+
+struct Harness {
+    Wire wire;
+    const UdAddr a_addr = addr_of(1000), b_addr = addr_of(2000);
+    std::unique_ptr<Transport> a, b;
+    Transport::PeerId a_to_b = 0, a_to_s1 = 0, b_to_a = 0;
+    std::vector<std::vector<uint8_t>> got;   // B's messages as A delivered them
+    size_t sent = 0;
+
+    Harness() {
+        TransportConfig cfg;
+        cfg.rx.max_msg = max_msg;
+        cfg.rx.window = 64;
+        cfg.ack_delay_ns = 0;           // ACKs at once: a run does not depend on the clock
+        cfg.max_passive_peers = 1;      // strangers 2 and 3 compete for the one place
+        cfg.hold_budget = 16 << 10;     // a few held packets spend it
+        cfg.tx.queue_len = 256;
+        cfg.tx.min_rto_ns = 1'000'000'000;   // timers stay out of a run: it is deterministic
+        cfg.tx.peer_timeout_ns = 60'000'000'000ull;
+        cfg.sender_id = 0xa;
+        Transport::Callbacks ca;
+        ca.deliver = [this](Transport::PeerId from, uint8_t, const uint8_t* d, size_t n) {
+            if (n > max_msg)
+                die("an AM larger than max_msg was delivered", n);
+            if (from == a_to_b)
+                got.emplace_back(d, d + n);
+        };
+        ca.failed = [](Transport::PeerId, Status) {};
+        a = std::make_unique<Transport>(cfg, std::make_unique<WireQp>(wire, a_addr), ca);
+        cfg.sender_id = 0xb;
+        Transport::Callbacks cb;
+        cb.deliver = [](Transport::PeerId, uint8_t, const uint8_t*, size_t) {};
+        cb.failed = [](Transport::PeerId, Status) {};
+        b = std::make_unique<Transport>(cfg, std::make_unique<WireQp>(wire, b_addr), cb);
+        a_to_b = a->peer(b_addr);
+        a_to_s1 = a->peer(addr_of(1));
+        b_to_a = b->peer(a_addr);
+        for (size_t i = 0; i < 3; ++i) {   // A's messages in flight: to B and to stranger 1
+            const std::vector<uint8_t> m = message(100 + i);
+            iovec iov{const_cast<uint8_t*>(m.data()), m.size()};
+            a->send_am(a_to_b, 1, &iov, 1);
+            a->send_am(a_to_s1, 1, &iov, 1);
+        }
+    }
+
+    void b_sends() {
+        const std::vector<uint8_t> m = message(sent);
+        iovec iov{const_cast<uint8_t*>(m.data()), m.size()};
+        if (b->send_am(b_to_a, 2, &iov, 1) == Status::ok)
+            ++sent;
+    }
+    void pump() {
+        b->progress();
+        a->progress();
+    }
+};
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    static const bool quiet = [] { set_log_level(LogLevel::error); return true; }();
+    (void)quiet;
+    if (size > 64 * 1024)
+        return 0;
+    Harness h;
+    bool forged = false;
+    size_t pos = 0;
+    while (pos + 2 <= size) {
+        const uint8_t control = data[pos];
+        const size_t len = std::min<size_t>(data[pos + 1], size - pos - 2);
+        std::vector<uint8_t> d(data + pos + 2, data + pos + 2 + len);
+        pos += 2 + len;
+        const unsigned src = control & 3;
+        forged |= src == 0;
+        if (control & 4 && d.size() >= header_size) {
+            d[3] = header_version;
+            d[0] = uint8_t(1 + d[0] % 3);
+        }
+        if (control & 8 && d.size() >= header_size) {
+            d[8] = d[9] = d[10] = 0;
+            d[11] &= 63;
+            d[12] = d[13] = d[14] = 0;
+            d[15] &= 63;
+        }
+        if (control & 16)
+            h.b_sends();
+        h.wire.q.push_back({src == 0 ? h.b_addr : addr_of(uint16_t(src)), h.a_addr, std::move(d)});
+        h.pump();
+    }
+    h.b_sends();
+    for (int i = 0; i < 200 && h.got.size() < h.sent; ++i)
+        h.pump();
+    if (!forged) {
+        if (h.got.size() != h.sent)
+            die("the real peer's messages did not all arrive", h.got.size());
+        for (size_t i = 0; i < h.sent; ++i)
+            if (h.got[i] != message(i))
+                die("a message of the real peer arrived altered or out of order", i);
+    }
+    return 0;
+}
