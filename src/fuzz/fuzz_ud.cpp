@@ -1,19 +1,25 @@
 // Fuzz target: ud_roce's reliability (ud::Transport: header decoding, each peer's Receiver with
 // its window, out-of-order holds and reassembly, each Sender's ACK/SACK handling, restarted
-// peers, the bounds on strangers) fed datagrams from four sources, interleaved with a real peer's
-// stream, over an in-memory datagram QP. Datagrams are unauthenticated, so a forged one may break
-// the stream of the peer whose address it carries, and nothing else.
+// peers, the bounds on strangers) fed datagrams from four sources, interleaved with a real peer
+// B's stream, over an in-memory datagram QP on which B's packets may also be duplicated and
+// reordered. Datagrams are unauthenticated, so a forged one may break the stream of the peer
+// whose address it carries, and nothing else.
 //
-// The input is a run of records: [control][length][length bytes of UD payload].
-//   control bits 0-1  the source: 0 = the real peer B (a forgery), 1..3 = strangers (A has an
-//                     endpoint for stranger 1 and messages in flight to it: its forged ACKs and
-//                     SACKs reach a live sender)
+// Input: one byte of settings (bit 0: a hold budget of 4 KiB instead of 1 MiB), then records
+// [control][length, 2 bytes big-endian][length bytes of UD payload]:
+//   control bits 0-1  the source: 0 = B (a forgery), 1..3 = strangers (A has an endpoint for
+//                     stranger 1 and messages in flight to it: its forged ACKs and SACKs reach a
+//                     live sender)
 //   bit 2  the header is made valid (version, a type from its first byte)
 //   bit 3  psn and ack := their low 6 bits (near where the sequences start: in window, holes,
 //          duplicates)
-//   bit 4  the peer B sends one more message before this datagram arrives
-// Oracle: no crash or sanitizer report; every AM delivered is at most max_msg bytes; and when no
-// record forged B's address, every message B sent arrives at A exact, once, in order.
+//   bit 4  B sends one more message first
+//   bits 5, 6, 7  then B's newest packet on the link is duplicated / swapped with the one before
+//          it / moved ahead of everything queued for A
+// Oracle: no crash or sanitizer report; every AM delivered is at most max_msg bytes; and unless a
+// record forged B (a datagram from B's address that decodes), or B's packets were reordered while
+// the small budget could drop them (a drop waits for a retransmission timeout), every message B
+// sent arrives at A exact, once, in order.
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -53,6 +59,17 @@ struct Wire {
         std::vector<uint8_t> data;
     };
     std::deque<Pkt> q;
+    UdAddr a, b;   // the two transports' addresses
+
+    // The newest packet from src on the link, or end().
+    std::deque<Pkt>::iterator newest_from(const UdAddr& src) {
+        for (auto it = q.end(); it != q.begin();) {
+            --it;
+            if (it->src == src)
+                return it;
+        }
+        return q.end();
+    }
 };
 
 class WireQp final : public DatagramQp {
@@ -62,6 +79,8 @@ public:
     UdAddr address() const override { return self_; }
     size_t max_payload() const override { return mtu; }
     Status send(const UdAddr& dst, const iovec* iov, size_t n) override {
+        if (!(dst == w_.a || dst == w_.b))
+            return Status::ok;   // to a stranger: nobody there
         Wire::Pkt p{self_, dst, {}};
         for (size_t i = 0; i < n; ++i) {
             const auto* b = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -112,18 +131,22 @@ std::vector<uint8_t> message(size_t i) {
 struct Harness {
     Wire wire;
     const UdAddr a_addr = addr_of(1000), b_addr = addr_of(2000);
+    bool reordered = false;   // B's packets reached A out of order
     std::unique_ptr<Transport> a, b;
     Transport::PeerId a_to_b = 0, a_to_s1 = 0, b_to_a = 0;
     std::vector<std::vector<uint8_t>> got;   // B's messages as A delivered them
     size_t sent = 0;
 
-    Harness() {
+    explicit Harness(size_t hold_budget) {
+        wire.a = a_addr;
+        wire.b = b_addr;
         TransportConfig cfg;
         cfg.rx.max_msg = max_msg;
         cfg.rx.window = 64;
+        cfg.tx.max_window = 64;         // B never sends beyond A's receive window
         cfg.ack_delay_ns = 0;           // ACKs at once: a run does not depend on the clock
         cfg.max_passive_peers = 1;      // strangers 2 and 3 compete for the one place
-        cfg.hold_budget = 16 << 10;     // a few held packets spend it
+        cfg.hold_budget = hold_budget;
         cfg.tx.queue_len = 256;
         cfg.tx.min_rto_ns = 1'000'000'000;   // timers stay out of a run: it is deterministic
         cfg.tx.peer_timeout_ns = 60'000'000'000ull;
@@ -163,6 +186,33 @@ struct Harness {
         b->progress();
         a->progress();
     }
+    void duplicate_newest_from_b() {
+        auto it = wire.newest_from(b_addr);
+        if (it != wire.q.end())
+            wire.q.push_back(Wire::Pkt(*it));
+    }
+    void swap_newest_from_b() {
+        auto it = wire.newest_from(b_addr);
+        if (it == wire.q.end())
+            return;
+        for (auto prev = it; prev != wire.q.begin();) {
+            --prev;
+            if (prev->src == b_addr) {
+                std::swap(*prev, *it);
+                reordered = true;
+                return;
+            }
+        }
+    }
+    void hurry_newest_from_b() {
+        auto it = wire.newest_from(b_addr);
+        if (it == wire.q.end() || it == wire.q.begin())
+            return;
+        Wire::Pkt p = std::move(*it);
+        wire.q.erase(it);
+        wire.q.push_front(std::move(p));
+        reordered = true;
+    }
 };
 
 } // namespace
@@ -170,18 +220,18 @@ struct Harness {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const bool quiet = [] { set_log_level(LogLevel::error); return true; }();
     (void)quiet;
-    if (size > 64 * 1024)
+    if (size < 1 || size > 64 * 1024)
         return 0;
-    Harness h;
+    const bool small_budget = data[0] & 1;
+    Harness h(small_budget ? 4 << 10 : 1 << 20);
     bool forged = false;
-    size_t pos = 0;
-    while (pos + 2 <= size) {
+    size_t pos = 1;
+    while (pos + 3 <= size) {
         const uint8_t control = data[pos];
-        const size_t len = std::min<size_t>(data[pos + 1], size - pos - 2);
-        std::vector<uint8_t> d(data + pos + 2, data + pos + 2 + len);
-        pos += 2 + len;
+        const size_t len = std::min<size_t>(size_t(data[pos + 1]) << 8 | data[pos + 2], size - pos - 3);
+        std::vector<uint8_t> d(data + pos + 3, data + pos + 3 + len);
+        pos += 3 + len;
         const unsigned src = control & 3;
-        forged |= src == 0;
         if (control & 4 && d.size() >= header_size) {
             d[3] = header_version;
             d[0] = uint8_t(1 + d[0] % 3);
@@ -192,15 +242,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             d[12] = d[13] = d[14] = 0;
             d[15] &= 63;
         }
+        Header hd;
+        forged |= src == 0 && decode(d.data(), d.size(), hd);
         if (control & 16)
             h.b_sends();
+        h.b->progress();   // B's packets onto the link, where the next bits may disturb them
+        if (control & 32)
+            h.duplicate_newest_from_b();
+        if (control & 64)
+            h.swap_newest_from_b();
+        if (control & 128)
+            h.hurry_newest_from_b();
         h.wire.q.push_back({src == 0 ? h.b_addr : addr_of(uint16_t(src)), h.a_addr, std::move(d)});
-        h.pump();
+        h.a->progress();
     }
     h.b_sends();
     for (int i = 0; i < 200 && h.got.size() < h.sent; ++i)
         h.pump();
-    if (!forged) {
+    if (!forged && !(small_budget && h.reordered)) {
         if (h.got.size() != h.sent)
             die("the real peer's messages did not all arrive", h.got.size());
         for (size_t i = 0; i < h.sent; ++i)

@@ -314,6 +314,12 @@ private:
             ++st_.wrong_qp;
             return 0;
         }
+        if (pkt.payload.size() > cfg_.mtu) {
+            // What a NIC's MTU-sized receive buffer would refuse (and ours without GRO, whose
+            // buffers are MTU-sized: the datagram is truncated there).
+            ++st_.malformed;
+            return 0;
+        }
         fn(ud::Datagram{{src, pkt.deth.src_qp}, pkt.payload.data(), pkt.payload.size()});
         return 1;
     }

@@ -71,3 +71,22 @@ TEST(UdReceiver, WithoutBudgetTheWindowBounds) {
     EXPECT_EQ(r.stats().out_of_window, 12u);
     EXPECT_EQ(r.stats().over_budget, 0u);
 }
+
+// An AM is at most max_msg bytes however it arrives: in fragments, or as one datagram larger than
+// the limit (a socket hands up whatever was sent, up to 64 KiB). The sequence goes on after it.
+TEST(UdReceiver, NothingAboveMaxMsgIsDelivered) {
+    ReceiverConfig cfg;
+    cfg.max_msg = 1000;
+    Receiver r(cfg);
+    Delivered got;
+    const std::vector<uint8_t> big(1001, 1), ok(1000, 2);
+    r.receive(data(0), big.data(), big.size(), 0, got);
+    EXPECT_EQ(r.stats().malformed, 1u);
+    r.receive(data(1), ok.data(), ok.size(), 0, got);
+    Header first{PktType::data, flag_first, 1, 7, 2, 0, 0}, last{PktType::data, flag_last, 1, 7, 3, 0, 0};
+    r.receive(first, ok.data(), 600, 0, got);   // 600 + 401 fragments: over the limit
+    r.receive(last, big.data(), 401, 0, got);
+    EXPECT_EQ(r.stats().malformed, 2u);
+    EXPECT_EQ(got.lens, std::vector<size_t>{1000});
+    EXPECT_EQ(r.ack(), 4u);
+}

@@ -393,6 +393,28 @@ TEST(UdTransportSw, BadMtuAndAddressRejected) {
     EXPECT_EQ(sw::open_ud_qp(c, qp), Status::no_device);
 }
 
+// A datagram above the receiver's MTU is dropped, as a NIC's MTU-sized receive buffer would drop
+// it (the socket's buffers are 64 KiB with GRO: it used to be handed up, and an AM larger than
+// the limit delivered — found by fuzz_ud).
+TEST(UdTransportSw, DatagramAboveTheMtuIsDropped) {
+    sw::UdQpConfig big, small;
+    big.mtu = 4096;
+    small.mtu = 1024;
+    std::unique_ptr<DatagramQp> a, b;
+    ASSERT_EQ(sw::open_ud_qp(big, a), Status::ok);
+    ASSERT_EQ(sw::open_ud_qp(small, b), Status::ok);
+    std::vector<uint8_t> over(1025, 1), fits(1024, 2);
+    iovec io{over.data(), over.size()}, ifit{fits.data(), fits.size()};
+    ASSERT_EQ(a->send(b->address(), &io, 1), Status::ok);
+    ASSERT_EQ(a->send(b->address(), &ifit, 1), Status::ok);
+    std::vector<size_t> got;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (got.empty() && std::chrono::steady_clock::now() < end)
+        b->poll([&](const Datagram& d) { got.push_back(d.len); }, 8);
+    EXPECT_EQ(got, std::vector<size_t>{1024});
+    EXPECT_EQ(b->stats().malformed, 1u);
+}
+
 // ud_roce's socket sends at the configured priority (the PCP behind a VLAN's egress-qos-map), read
 // back from the kernel: and at 0 by default, not at rt_tos2priority(ToS) = 2 that IP_TOS 106 alone
 // would leave.

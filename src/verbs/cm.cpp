@@ -476,10 +476,11 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
     case RDMA_CM_EVENT_REJECTED:
         ++st_.cm_rejected;
         if (!q->passive) {
-            // The reason tells a port nobody listens on (the CM's own REJ) from our peer's
-            // rdma_reject (its passive-QP cap; the status is the IB CM reason, 28 = consumer).
+            // The status is the IB CM reason: 28 (consumer defined) comes from the peer's
+            // rdma_reject or destroyed id (its passive-QP cap, a failed QP creation), 8 from a
+            // port nobody listens on.
             cm_fail_connect(*q, Status::unreachable,
-                            status == 28 ? "rejected by the peer (too many connections to it? see its log)"
+                            status == 28 ? "rejected by the peer (see its log)"
                                          : "rejected (nobody listens on that port?)");
             return;
         }

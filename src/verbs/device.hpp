@@ -89,8 +89,9 @@ struct DeviceConfig {
                                        // with this sequence number, it fails as if refused (0: none)
     uint32_t connect_timeout_ms = 2000;   // address/route resolution timeout (each)
     // QPs created by incoming connection requests (unauthenticated: anyone who reaches the rdma_cm
-    // port can send one) at most; a request beyond is rejected (counter cm_refused). Keeps a flood
-    // from taking the device's QPs (max_qp) from our own connections.
+    // port can send one) at most, on this listener; a request beyond is rejected (counter
+    // cm_refused). Clamped to half the device's max_qp, which every process and device instance
+    // on the port shares: one flooded listener leaves room for the others' own connections.
     uint32_t max_passive_qps = 65536;
     // Congestion control of the QPs' requests (verbs/congestion.cpp): delay mode holds work
     // requests in software while the QP's window is full; MAX_RD_BYTES caps READ bytes in flight
