@@ -20,6 +20,9 @@ namespace roce::sw {
 namespace {
 
 constexpr unsigned tx_batch = 32;
+// What a UD packet may carry on receive, whatever our own MTU: the largest IB MTU.
+constexpr size_t max_rx_payload = 4096;
+const size_t max_rx_pkt = wire::packet_size(uint8_t(wire::Opcode::ud_send_only), max_rx_payload);
 
 class UdQpImpl final : public ud::DatagramQp {
 public:
@@ -43,7 +46,9 @@ public:
         held_.reserve(max_pkt_);
         // With GRO a received entry is a whole GSO run (up to 64 KiB, split in deliver()).
         rx_n_ = sock_.gro_enabled() ? 16 : 32;
-        const size_t entry = sock_.gro_enabled() ? 65536 : max_pkt_ + 64;
+        // Without it, room for the largest RoCE packet whatever our MTU: a peer set to a larger
+        // one is still understood (deliver_one).
+        const size_t entry = sock_.gro_enabled() ? 65536 : max_rx_pkt + 64;
         rx_bufs_.resize(size_t(rx_n_) * entry);
         rx_msgs_.resize(rx_n_);
         rx_iov_.resize(rx_n_);
@@ -314,9 +319,10 @@ private:
             ++st_.wrong_qp;
             return 0;
         }
-        if (pkt.payload.size() > cfg_.mtu) {
-            // What a NIC's MTU-sized receive buffer would refuse (and ours without GRO, whose
-            // buffers are MTU-sized: the datagram is truncated there).
+        if (pkt.payload.size() > max_rx_payload) {
+            // No RoCE peer sends more (the largest IB MTU); a socket takes up to 64 KiB. A peer
+            // whose MTU setting is larger than ours (up to this) is taken, as on a NIC whose
+            // receive buffers are sized for the port, not for our setting.
             ++st_.malformed;
             return 0;
         }
