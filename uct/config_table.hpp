@@ -30,7 +30,8 @@
       "the netdev's MTU (1500 -> 1024; 9000 and loopback -> 4096), on RDMA devices the "      \
       "port's active MTU. A value whose packets do not fit the netdev is refused (with DF "    \
       "set they would never leave). rc_roce peers use the smaller of their two MTUs; "        \
-      "ud_roce sends at its own and takes packets of up to 4096 bytes from any peer.")       \
+      "ud_roce sends at its own, and takes packets of up to 4096 bytes from any peer on the "  \
+      "userspace device (on an RDMA port it uses the port's active MTU both ways).")          \
     X(port, unsigned, "PORT", "0", UINT,                                                       \
       "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
       "processes or interfaces share a host address).")                                        \
@@ -162,7 +163,8 @@
       "How long an acknowledgement waits for data to the same peer to ride on.")              \
     X(seg_size, size_t, "SEG_SIZE", "64k", MEMUNITS,                                           \
       "Largest active message (max_bcopy/max_zcopy); larger ones are fragmented into MTU-size " \
-      "packets and reassembled by the receiver.")                                             \
+      "packets and reassembled by the receiver. Use the same value on every rank: an AM above "\
+      "the receiver's value is dropped (counted as malformed, logged once).")                 \
     X(progress_thread, int, "PROGRESS_THREAD", "y", BOOL,                                      \
       "Run a background thread that receives, acknowledges and retransmits while the owner "  \
       "does not call progress (received messages wait for the owner), so peers' flushes and " \

@@ -68,7 +68,7 @@ ucs_status_t ud_iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexce
                             UCT_IFACE_FLAG_EVENT_FD;
     const size_t pkt = iface->tr->packet_payload();
     // One packet for short messages (the latency path), fragments above.
-    attr->cap.am.max_short = pkt;
+    attr->cap.am.max_short = std::min(pkt, iface->max_msg);   // SEG_SIZE may be below a packet
     attr->cap.am.max_bcopy = iface->max_msg;
     attr->cap.am.min_zcopy = 0;
     attr->cap.am.max_hdr = std::min<size_t>(128, iface->max_msg / 2);

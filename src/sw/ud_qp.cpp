@@ -309,6 +309,13 @@ private:
             ++st_.malformed;
             return 0;
         }
+        if (pkt.payload.size() > max_rx_payload) {
+            // No RoCE peer sends more (the largest IB MTU); a socket takes up to 64 KiB. A peer
+            // whose MTU setting is larger than ours (up to this) is taken, as on a NIC whose
+            // receive buffers are sized for the port, not for our setting.
+            ++st_.malformed;
+            return 0;
+        }
         // The socket does not show the IPv4 ID: a GSO run's segment k has ID k (flush_batch).
         uint16_t id = 0;
         if (!wire::icrc_verify_any_ipv4_id(ip, data, &id) || id >= GsoIcrcPatches::max_segments) {
@@ -317,13 +324,6 @@ private:
         }
         if (pkt.bth.dest_qp != qpn_ || pkt.deth.qkey != cfg_.qkey) {
             ++st_.wrong_qp;
-            return 0;
-        }
-        if (pkt.payload.size() > max_rx_payload) {
-            // No RoCE peer sends more (the largest IB MTU); a socket takes up to 64 KiB. A peer
-            // whose MTU setting is larger than ours (up to this) is taken, as on a NIC whose
-            // receive buffers are sized for the port, not for our setting.
-            ++st_.malformed;
             return 0;
         }
         fn(ud::Datagram{{src, pkt.deth.src_qp}, pkt.payload.data(), pkt.payload.size()});

@@ -1,5 +1,9 @@
 #include "ud/receiver.hpp"
 
+#include <atomic>
+
+#include "common/log.hpp"
+
 namespace roce::ud {
 
 uint32_t Receiver::sack_bits() const {
@@ -59,6 +63,18 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
     }
 }
 
+// An AM above our limit is dropped (and acknowledged: the sequence goes on). A legitimate peer
+// sends one only when its limit is larger than ours, a setting that must match on every side:
+// said once per process, since many peers (or strangers) may do it.
+void Receiver::over_limit(size_t len) {
+    ++stats_.malformed;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true, std::memory_order_relaxed))
+        ROCE_WARN("ud: an AM of %zu bytes or more is above this side's limit of %zu: dropped (a peer "
+                  "with a larger segment size setting?); later ones are only counted (malformed)",
+                  len, cfg_.max_msg);
+}
+
 void Receiver::drop_held() {
     if (budget_) {
         for (const auto& [psn, held] : ooo_) {
@@ -88,7 +104,7 @@ void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, cons
             if (len > cfg_.max_msg) {
                 // One datagram above the limit: a device may hand up more than the path MTU
                 // (a UDP socket takes up to 64 KiB); fuzz_ud found it delivered.
-                ++stats_.malformed;
+                over_limit(len);
                 return;
             }
             ++stats_.delivered;
@@ -105,7 +121,7 @@ void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, cons
         return;
     }
     if (reasm_.size() + len > cfg_.max_msg) {
-        ++stats_.malformed;
+        over_limit(reasm_.size() + len);
         in_msg_ = false;
         discarding_ = !last;
         reasm_.clear();

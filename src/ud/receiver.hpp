@@ -74,6 +74,7 @@ private:
         std::vector<uint8_t> payload;
     };
     void consume(const Header& h, const uint8_t* payload, size_t len, const Deliver& deliver);
+    void over_limit(size_t len);   // an AM above max_msg: counted, logged once per process
     uint32_t sack_bits() const;
 
     static size_t charge(size_t len) { return len + HoldBudget::per_packet; }
