@@ -58,7 +58,7 @@ Status DeviceImpl::init() {
         return Status::no_device;
     }
     // One listener never takes more than half the device's QPs (max_qp is shared by every
-    // process and device instance on it; rxe has 65,536 in all).
+    // process and device instance on it).
     cfg_.max_passive_qps = std::min<uint32_t>(cfg_.max_passive_qps, std::max(1, dev_attr_.max_qp / 2));
     if (port_attr_.state != IBV_PORT_ACTIVE) {
         ROCE_ERROR("verbs: %s port %u is not active (state %d)", name, unsigned(cfg_.port), int(port_attr_.state));
