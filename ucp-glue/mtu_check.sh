@@ -5,7 +5,10 @@
 #   auto  UCX_*_MTU unset: the device picks 1024 (4096-byte packets would not fit, and with DF set
 #         they would never leave) and 1 MiB messages arrive
 #   4096  UCX_*_MTU=4096: opening the interface fails at once with an error naming both sizes
-# Usage: mtu_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) auto|4096
+#   mixed the sender's end of the veth has MTU 9000 (auto: 4096), the receiver's 1500 (auto:
+#         1024), as a jumbo-frame host and a standard one: the peers must agree on 1024 (the
+#         veth drops a frame above the receiving end's MTU) and 1 MiB messages arrive
+# Usage: mtu_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) auto|4096|mixed
 # Exits 77 (skipped) when network namespaces cannot be created (not root, no netns support).
 set -uo pipefail
 envfile=$1 tl=$2 mode=$3
@@ -19,28 +22,34 @@ if ! ip netns add "$ns1" 2>/dev/null || ! ip netns add "$ns2" 2>/dev/null; then
 fi
 ip link add mtua.$$ type veth peer name mtub.$$ 2>/dev/null || { echo "[mtu] SKIP: no veth"; exit 77; }
 ip link set mtua.$$ netns "$ns1" name v0 && ip link set mtub.$$ netns "$ns2" name v0 || exit 1
-for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; ip -n "$n" link set v0 mtu 1500 up; done
+mtu1=1500
+[ "$mode" = mixed ] && mtu1=9000
+ip -n "$ns1" link set v0 mtu "$mtu1" up; ip -n "$ns2" link set v0 mtu 1500 up
+for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; done
 ip -n "$ns1" addr add 10.79.0.1/24 dev v0 && ip -n "$ns2" addr add 10.79.0.2/24 dev v0 || exit 1
 
 var=UCX_$(echo "$tl" | tr a-z A-Z)_MTU
 unset "$var"
-[ "$mode" = auto ] || export "$var=$mode"
+[ "$mode" = 4096 ] && export "$var=$mode"
 export UCX_NET_DEVICES=v0 UCX_TLS=$tl,self
 port=$(( 20000 + (RANDOM % 20000) ))
 args=(-t tag_bw -s 1048576 -n 200 -p "$port")
-echo "[mtu] $tl over a 1500-byte veth between namespaces, ${var}=${!var:-auto}"
-ip netns exec "$ns1" timeout --kill-after=5 60 ucx_perftest "${args[@]}" >"$slog" 2>&1 &
+# tag_bw's client sends: from the 1500-byte end, or in mixed mode from the 9000-byte one.
+sns=$ns1 cns=$ns2 sip=10.79.0.1
+[ "$mode" = mixed ] && { sns=$ns2; cns=$ns1; sip=10.79.0.2; }
+echo "[mtu] $tl over a veth between namespaces (MTU $mtu1 / 1500), ${var}=${!var:-auto}"
+ip netns exec "$sns" timeout --kill-after=5 60 ucx_perftest "${args[@]}" >"$slog" 2>&1 &
 server=$!
 crc=1
 for _ in $(seq 1 50); do
-  ip netns exec "$ns2" timeout --kill-after=5 60 ucx_perftest 10.79.0.1 "${args[@]}" -f >"$clog" 2>&1
+  ip netns exec "$cns" timeout --kill-after=5 60 ucx_perftest "$sip" "${args[@]}" -f >"$clog" 2>&1
   crc=$?
   grep -q "connect() failed\|Connection refused" "$clog" || break
   sleep 0.2
 done
 kill "$server" 2>/dev/null; wait "$server"; src=$?
 case $mode in
-auto)
+auto|mixed)
   tail -n 2 "$clog"
   if [ $crc -ne 0 ]; then
     echo "[mtu] FAIL: client rc=$crc server rc=$src"; tail -n 15 "$clog" "$slog"; exit 1

@@ -69,9 +69,10 @@ foreach(_mode counters faults ud devices)
 endforeach()
 
 # The path MTU against a 1500-byte netdev (veth between two network namespaces): auto picks what
-# fits and 1 MiB messages arrive; an MTU whose packets do not fit is refused with a clear error.
+# fits and 1 MiB messages arrive; an MTU whose packets do not fit is refused with a clear error;
+# a 9000-byte end sending to a 1500-byte one uses the smaller end's MTU.
 foreach(_tl rc_roce ud_roce)
-  foreach(_mode auto 4096)
+  foreach(_mode auto 4096 mixed)
     add_test(NAME mtu.${_tl}.${_mode} COMMAND ${_sh}/mtu_check.sh ${_env} ${_tl} ${_mode})
     set_tests_properties(mtu.${_tl}.${_mode} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
   endforeach()

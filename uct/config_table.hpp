@@ -29,9 +29,9 @@
       "on the userspace device the largest whose packets (with RoCE, UDP and IP headers) fit " \
       "the netdev's MTU (1500 -> 1024; 9000 and loopback -> 4096), on RDMA devices the "      \
       "port's active MTU. A value whose packets do not fit the netdev is refused (with DF "    \
-      "set they would never leave). rc_roce peers use the smaller of their two MTUs; "        \
-      "ud_roce sends at its own, and takes packets of up to 4096 bytes from any peer on the "  \
-      "userspace device (on an RDMA port it uses the port's active MTU both ways).")          \
+      "set they would never leave). Two peers use the smaller of their two MTUs (rc_roce "    \
+      "agrees on it when connecting, ud_roce's interface address carries it), so hosts with "  \
+      "jumbo and standard frames talk at the standard one.")                                   \
     X(port, unsigned, "PORT", "0", UINT,                                                       \
       "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
       "processes or interfaces share a host address).")                                        \

@@ -67,27 +67,26 @@ bool ep_listed(UdIface* iface, ud::Transport::PeerId peer, const UdEp* ep) {
 
 namespace {
 
-// The peer a device address + interface (or endpoint) address names; false if malformed/foreign.
+// The peer a device address + interface (or endpoint) address names, and the largest payload
+// its QP takes; false if malformed/foreign.
 bool peer_address(UdIface* iface, const uct_device_addr_t* dev_addr, const void* addr_bytes,
-                  ud::UdAddr& addr) {
+                  ud::UdAddr& addr, size_t& max_payload) {
     const DevAddrView dev = unpack_dev_addr(dev_addr);
     UdIfaceAddr ia;
     std::memcpy(&ia, addr_bytes, sizeof(ia));
     addr.net.family = static_cast<uint8_t>(dev.family);
     std::memcpy(addr.net.ip, dev.ip, sizeof(addr.net.ip));
-    addr.net.port = ntohs(ia.port_be);
-    addr.qpn = uint32_t(ia.qpn[0]) << 16 | uint32_t(ia.qpn[1]) << 8 | ia.qpn[2];
-    if (addr.net.port == 0 || addr.qpn < 2 || addr.net.family != iface->tr->address().net.family) {
-        ucs_error("ud_roce: cannot connect to %s: malformed or foreign address",
-                  addr.to_string().c_str());
+    if (!unpack_iface_addr(ia, addr, max_payload) || addr.net.family != iface->tr->address().net.family) {
+        ucs_error("ud_roce: cannot connect to %s (MTU code %u): malformed or foreign address",
+                  addr.to_string().c_str(), unsigned(ia.mtu_log2));
         return false;
     }
     return true;
 }
 
-void attach(UdEp* ep, const ud::UdAddr& addr) {
+void attach(UdEp* ep, const ud::UdAddr& addr, size_t max_payload) {
     UdIface* iface = ep->iface;
-    ep->peer = iface->tr->peer(addr);
+    ep->peer = iface->tr->peer(addr, max_payload);
     ep->connected = true;
     if (iface->ep_by_peer.size() <= ep->peer) {
         iface->ep_by_peer.resize(size_t(ep->peer) + 1, nullptr);
@@ -99,7 +98,8 @@ void attach(UdEp* ep, const ud::UdAddr& addr) {
         // A peer that failed before: the new endpoint is failed too, and says so.
         iface->failures.emplace_back(ep->peer, peer_status);
     }
-    ucs_debug("ud_roce: ep %p to %s (peer %u)", ep, addr.to_string().c_str(), ep->peer);
+    ucs_debug("ud_roce: ep %p to %s (peer %u, %zu bytes per packet)", ep, addr.to_string().c_str(), ep->peer,
+              iface->tr->packet_payload(ep->peer));
 }
 
 } // namespace
@@ -118,7 +118,8 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
         UdIface* iface = to_ud_iface(params->iface);
         AsyncGuard guard(iface);
         ud::UdAddr addr;
-        if (to_iface && !peer_address(iface, params->dev_addr, params->iface_addr, addr)) {
+        size_t max_payload = 0;
+        if (to_iface && !peer_address(iface, params->dev_addr, params->iface_addr, addr, max_payload)) {
             return UCS_ERR_INVALID_ADDR;
         }
         auto ep = std::make_unique<UdEp>();
@@ -128,7 +129,7 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
         }
         ep->iface = iface;
         if (to_iface) {
-            attach(ep.get(), addr);
+            attach(ep.get(), addr, max_payload);
         }
         *ep_p = &ep.release()->super.super;
         return UCS_OK;
@@ -138,8 +139,7 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
 ucs_status_t ud_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t* addr) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
     AsyncGuard guard(ep->iface);
-    const ud::UdAddr a = ep->iface->tr->address();
-    UdIfaceAddr ia{htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)}};
+    const UdIfaceAddr ia = pack_iface_addr(*ep->iface->tr);
     std::memcpy(addr, &ia, sizeof(ia));
     return UCS_OK;
 }
@@ -154,11 +154,12 @@ ucs_status_t ud_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t* dev_ad
             return UCS_ERR_INVALID_PARAM;
         }
         ud::UdAddr addr;
+        size_t max_payload = 0;
         if (dev_addr == nullptr || ep_addr == nullptr ||
-            !peer_address(ep->iface, dev_addr, ep_addr, addr)) {
+            !peer_address(ep->iface, dev_addr, ep_addr, addr, max_payload)) {
             return UCS_ERR_INVALID_ADDR;
         }
-        attach(ep, addr);
+        attach(ep, addr, max_payload);
         return UCS_OK;
     })
 }

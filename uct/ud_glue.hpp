@@ -3,9 +3,9 @@
 // can address thousands of peers; the per-peer state (sequence numbers, retransmission queue,
 // window) lives in the transport and is created on first traffic.
 //
-// Interface address: UDP port (network order) + QPN (24 bit, big endian), 5 bytes; an endpoint
-// address (CONNECT_TO_EP) is the same. The device address is rc_roce's (netdev.hpp), so
-// reachability is decided the same way.
+// Interface address: UDP port (network order) + QPN (24 bit, big endian) + the QP's largest
+// datagram payload as a power of two, 6 bytes; an endpoint address (CONNECT_TO_EP) is the same.
+// The device address is rc_roce's (netdev.hpp), so reachability is decided the same way.
 #pragma once
 
 #include "glue.hpp"
@@ -16,10 +16,18 @@ namespace roce::uct {
 extern uct_tl_t ud_tl;
 inline constexpr const char* ud_tl_name = "ud_roce";
 
+//   0      2        5          6
+//   | port | qpn    | mtu_log2 |
 struct UdIfaceAddr {
     uint16_t port_be;
     uint8_t qpn[3];
+    uint8_t mtu_log2;   // 8..12: 256..4096 bytes; packets to the peer fit both ends' (Transport::peer)
 } UCS_S_PACKED;
+static_assert(sizeof(UdIfaceAddr) == 6);
+
+UdIfaceAddr pack_iface_addr(const ud::Transport& tr);
+// False if not an address this version writes: the caller logs what it was for.
+bool unpack_iface_addr(const UdIfaceAddr& ia, ud::UdAddr& addr, size_t& max_payload);
 
 struct UdEp;
 

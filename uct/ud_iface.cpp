@@ -24,6 +24,21 @@ cc::CcMode ud_cc_mode(const UdIfaceConfig& c) {
     return cc::CcMode::auto_;
 }
 
+UdIfaceAddr pack_iface_addr(const ud::Transport& tr) {
+    const ud::UdAddr a = tr.address();
+    // An IB MTU (a power of two); were it not, the power below it still fits.
+    const size_t payload = tr.max_datagram_payload();
+    const auto log2 = uint8_t(63 - __builtin_clzll(std::max<size_t>(payload, 1)));
+    return {htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)}, log2};
+}
+
+bool unpack_iface_addr(const UdIfaceAddr& ia, ud::UdAddr& addr, size_t& max_payload) {
+    addr.net.port = ntohs(ia.port_be);
+    addr.qpn = uint32_t(ia.qpn[0]) << 16 | uint32_t(ia.qpn[1]) << 8 | ia.qpn[2];
+    max_payload = size_t(1) << std::min<uint8_t>(ia.mtu_log2, 31);
+    return addr.net.port != 0 && addr.qpn >= 2 && ia.mtu_log2 >= 8 && ia.mtu_log2 <= 12;
+}
+
 namespace {
 
 ucs_status_t ud_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t* addr) noexcept {
@@ -33,8 +48,7 @@ ucs_status_t ud_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t
 }
 
 ucs_status_t ud_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t* addr) noexcept {
-    const ud::UdAddr a = to_ud_iface(tl_iface)->tr->address();
-    UdIfaceAddr ia{htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)}};
+    const UdIfaceAddr ia = pack_iface_addr(*to_ud_iface(tl_iface)->tr);
     std::memcpy(addr, &ia, sizeof(ia));
     return UCS_OK;
 }

@@ -30,11 +30,15 @@ struct Link {
     bool cut = false;   // the peer is gone: nothing arrives
     size_t per_poll = 0;   // at most this many datagrams per poll call (0: no limit)
     uint64_t delivered = 0;
+    // Largest datagram that reaches each side (a smaller MTU on its end of the path); larger
+    // ones are dropped on the way, as a 1500-byte veth drops a jumbo frame.
+    size_t reaches[2] = {SIZE_MAX, SIZE_MAX};
+    uint64_t too_big = 0;
 };
 
 class LinkQp final : public DatagramQp {
 public:
-    LinkQp(Link& l, int side) : l_(l), side_(side) {}
+    LinkQp(Link& l, int side, size_t max_payload = 1024) : l_(l), side_(side), max_payload_(max_payload) {}
     UdAddr address() const override {
         UdAddr a;
         a.net.family = 2;
@@ -42,7 +46,7 @@ public:
         a.qpn = uint32_t(10 + side_);
         return a;
     }
-    size_t max_payload() const override { return 1024; }
+    size_t max_payload() const override { return max_payload_; }
     Status send(const UdAddr&, const iovec* iov, size_t n) override {
         std::vector<uint8_t> d;
         for (size_t i = 0; i < n; ++i) {
@@ -50,6 +54,10 @@ public:
             d.insert(d.end(), b, b + iov[i].iov_len);
         }
         if (d.size() > max_payload()) return Status::invalid_param;
+        if (d.size() > l_.reaches[1 - side_]) {
+            ++l_.too_big;
+            return Status::ok;
+        }
         std::uniform_real_distribution<double> u(0, 1);
         if (l_.cut || u(l_.rng) < l_.drop) return Status::ok;
         auto& q = l_.q[1 - side_];
@@ -82,6 +90,7 @@ public:
 private:
     Link& l_;
     int side_;
+    size_t max_payload_;
 };
 
 // What one side received: (am_id, bytes) in order, and failures.
@@ -233,6 +242,56 @@ TEST(UdTransport, BothDirectionsPiggybackAcks) {
         EXPECT_EQ(sa.msgs.back().second[0], x);
     }
     EXPECT_LT(a->stats().acks_sent + b->stats().acks_sent, 20u);
+}
+
+// A jumbo-frame host (4096-byte datagrams) and a standard-frame one (1024): packets to the
+// smaller end carry what it takes, so nothing is lost on the way and the stream is exact. With
+// no MTU known for the peer (an address that did not carry one) the larger end would send 4096-
+// byte datagrams, dropped on the way, until the peer timed out.
+TEST(UdTransport, PacketsFitTheSmallerEndsMtu) {
+    Link l;
+    l.reaches[1] = 1024;
+    Sink sa, sb;
+    auto a = make(std::make_unique<LinkQp>(l, 0, 4096), sa, 30'000'000'000ull, 500'000'000);
+    auto b = make(std::make_unique<LinkQp>(l, 1, 1024), sb);
+    const Transport::PeerId to_b = a->peer(b->address(), b->max_datagram_payload());
+    EXPECT_EQ(a->packet_payload(), 4096 - header_size);
+    EXPECT_EQ(a->packet_payload(to_b), 1024 - header_size);
+    // A later endpoint to the same peer that knows no MTU leaves it as it was.
+    EXPECT_EQ(a->peer(b->address()), to_b);
+    EXPECT_EQ(a->packet_payload(to_b), 1024 - header_size);
+    stream(*a, *b, sb, 300);
+    expect_all(sb, 300);
+    EXPECT_EQ(l.too_big, 0u);
+    EXPECT_EQ(a->stats().retransmits, 0u) << a->stats_text();
+    // The other way the larger end's datagrams are taken whole: 4096 would reach it.
+    const Transport::PeerId to_a = b->peer(a->address(), a->max_datagram_payload());
+    EXPECT_EQ(b->packet_payload(to_a), 1024 - header_size);
+}
+
+// A peer whose MTU is so small that a message needs more packets than the queue holds: that
+// send fails at once (it would otherwise wait for room forever); smaller ones go.
+TEST(UdTransport, MessageTooManyPacketsForTheQueueFails) {
+    Link l;
+    Sink sa, sb;
+    TransportConfig cfg;
+    cfg.tx.queue_len = 8;
+    cfg.tx.max_window = 8;
+    auto a = make(std::make_unique<LinkQp>(l, 0, 4096), sa, 30'000'000'000ull, 200'000, cfg);
+    auto b = make(std::make_unique<LinkQp>(l, 1, 256), sb);
+    const Transport::PeerId to_b = a->peer(b->address(), 256);
+    std::vector<uint8_t> big(8 * (256 - header_size) + 1, 1), fits(8 * (256 - header_size), 2);
+    iovec iov{big.data(), big.size()};
+    EXPECT_EQ(a->send_am(to_b, 1, &iov, 1), Status::invalid_param);
+    iov = {fits.data(), fits.size()};
+    EXPECT_EQ(a->send_am(to_b, 2, &iov, 1), Status::ok);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (sb.msgs.empty() && std::chrono::steady_clock::now() < end) {
+        a->progress();
+        b->progress();
+    }
+    ASSERT_EQ(sb.msgs.size(), 1u);
+    EXPECT_EQ(sb.msgs[0].second, fits);
 }
 
 TEST(UdTransport, FullQueueSaysNoResourceThenDrains) {

@@ -82,18 +82,40 @@ void Transport::arm() {
     qp_->arm();
 }
 
-Transport::PeerId Transport::peer(const UdAddr& addr) {
+Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload) {
     std::lock_guard lk(mu_);
     auto it = by_addr_.find(addr);
+    PeerId id;
     if (it != by_addr_.end()) {
-        return it->second;
+        id = it->second;
+    } else {
+        id = PeerId(peers_.size());
+        peers_.push_back(std::make_unique<Peer>());
+        peers_.back()->addr = addr;
+        peers_.back()->frag = frag_;
+        by_addr_.emplace(addr, id);
+        ++stats_.peers;
     }
-    const auto id = PeerId(peers_.size());
-    peers_.push_back(std::make_unique<Peer>());
-    peers_.back()->addr = addr;
-    by_addr_.emplace(addr, id);
-    ++stats_.peers;
+    // Packets queued before keep their size: the peer's QP took them before it was known.
+    Peer& p = *peers_[id];
+    if (max_payload > header_size && max_payload - header_size < p.frag) {
+        p.frag = max_payload - header_size;
+        const size_t most = cfg_.tx.queue_len * p.frag;
+        if (most < cfg_.rx.max_msg && !warned_small_mtu_) {
+            // send_am refuses what could never fit the queue (it would wait for room forever).
+            // Logged for the first such peer only: many could be.
+            warned_small_mtu_ = true;
+            ROCE_WARN("ud_roce: peer %s takes %zu-byte packets: messages above %zu bytes to it fail "
+                      "(a message of SEG_SIZE %zu needs more packets than TX_QUEUE_LEN %u)",
+                      addr.to_string().c_str(), max_payload, most, cfg_.rx.max_msg, cfg_.tx.queue_len);
+        }
+    }
     return id;
+}
+
+size_t Transport::packet_payload(PeerId id) const {
+    std::lock_guard lk(mu_);
+    return peers_[id]->frag;
 }
 
 Sender& Transport::tx(Peer& p) {
@@ -171,7 +193,11 @@ Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iov
     if (len > cfg_.rx.max_msg) {
         return Status::invalid_param;
     }
-    const size_t npkts = std::max<size_t>(1, (len + frag_ - 1) / frag_);
+    const size_t frag = p.frag;
+    const size_t npkts = std::max<size_t>(1, (len + frag - 1) / frag);
+    if (npkts > cfg_.tx.queue_len) {
+        return Status::invalid_param;   // a small-MTU peer (peer() warned)
+    }
     Sender& s = tx(p);
     if (!s.can_queue(npkts)) {
         return Status::no_resource;
@@ -179,7 +205,7 @@ Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iov
     const uint64_t now = now_ns();
     size_t off = 0;
     for (size_t i = 0; i < npkts; ++i) {
-        const size_t n = std::min(frag_, len - off);
+        const size_t n = std::min(frag, len - off);
         uint8_t flags = uint8_t((i == 0 ? flag_first : 0) | (i + 1 == npkts ? flag_last : 0));
         s.enqueue(PktType::data, flags, am_id, iov, iovcnt, off, n, now);
         off += n;
@@ -211,7 +237,7 @@ bool Transport::can_send(PeerId id, size_t len) const {
     const Peer& p = *peers_[id];
     if (p.status != Status::ok) return true;   // the send reports the failure
     if (!p.tx) return true;
-    return p.tx->can_queue(std::max<size_t>(1, (len + frag_ - 1) / frag_));
+    return p.tx->can_queue(std::max<size_t>(1, (len + p.frag - 1) / p.frag));
 }
 
 Status Transport::probe(PeerId id) {
@@ -581,7 +607,8 @@ std::vector<Transport::PeerCounters> Transport::peer_counters() const {
                       {"timers_deferred", t.timers_deferred},
                       {"window_cuts", t.window_cuts}, {"delivered", r.delivered}, {"duplicates", r.duplicates},
                       {"out_of_order", r.out_of_order}, {"out_of_window", r.out_of_window}, {"malformed", r.malformed},
-                      {"over_budget", r.over_budget}, {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0}};
+                      {"over_budget", r.over_budget}, {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0},
+                      {"packet_payload_now", p.frag}};
         if (p.tx && p.tx->delay()) {
             c.counters.emplace_back("delay_blocked", t.delay_blocked);
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(p.tx->delay()->cwnd_bytes()));

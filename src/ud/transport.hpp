@@ -84,14 +84,19 @@ public:
     Transport(const Transport&) = delete;
     Transport& operator=(const Transport&) = delete;
 
-    // The peer at `addr` (created on first use; nothing is sent).
-    PeerId peer(const UdAddr& addr);
+    // The peer at `addr` (created on first use; nothing is sent). `max_payload`, when known (the
+    // peer's interface address carries it), is the largest datagram payload the peer's QP takes:
+    // packets to it carry no more than that, nor more than ours — both ends' MTUs, as rc_roce's
+    // CM takes the smaller (a 4096-byte packet from a jumbo-frame host is dropped on its way to a
+    // 1500-byte one, and the peer would time out). 0: unknown, this QP's own.
+    PeerId peer(const UdAddr& addr, size_t max_payload = 0);
     UdAddr peer_addr(PeerId id) const;
     Status peer_status(PeerId id) const;
 
     // Bytes of one AM at most (reassembly limit) and per packet.
     size_t max_msg() const { return cfg_.rx.max_msg; }
     size_t packet_payload() const { return frag_; }
+    size_t packet_payload(PeerId id) const;   // to that peer: the smaller MTU's
     // Queues an AM of the gathered iov bytes. no_resource: the peer's queue is full (retry
     // after progress); the peer's status once it failed; invalid_param: larger than max_msg.
     Status send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iovcnt);
@@ -115,6 +120,7 @@ public:
     // Arms the QP's event source (call only from the owner, before waiting on event_fd()).
     void arm();
     UdAddr address() const { return qp_->address(); }
+    size_t max_datagram_payload() const { return qp_->max_payload(); }   // what peers may send us
     DatagramStats qp_stats() const { return qp_->stats(); }
     TransportStats stats() const;
     // The transport's and its QP's counters, named, in a fixed order (live counter files).
@@ -139,6 +145,7 @@ private:
         uint32_t remote_id = 0;          // the peer's sender_id, once heard
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
+        size_t frag = 0;                 // AM bytes per packet to it (peer())
         std::unique_ptr<Sender> tx;
         std::unique_ptr<Receiver> rx;
         uint64_t data_sent = 0, acks_sent = 0, probes_sent = 0, bytes_sent = 0;
@@ -171,6 +178,7 @@ private:
     HoldBudget hold_budget_;           // before peers_: their receivers give it back when destroyed
     size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)
     bool warned_refused_ = false;
+    bool warned_small_mtu_ = false;    // peer(): a peer's MTU too small for SEG_SIZE
     std::vector<std::unique_ptr<Peer>> peers_;
     std::unordered_map<UdAddr, PeerId, UdAddrHash> by_addr_;
     UdAddr last_src_;                 // the last datagram's source and its peer (on_datagram)
