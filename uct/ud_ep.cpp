@@ -41,7 +41,9 @@ ucs_status_t send(UdEp* ep, uint8_t am_id, const iovec* iov, size_t iovcnt) {
         UCS_STATS_UPDATE_COUNTER(ep->iface->super.stats, UCT_IFACE_STAT_TX_NO_RES, 1);
         return UCS_ERR_NO_RESOURCE;
     }
-    return to_ucs(s);   // the peer failed (reported from progress)
+    // The peer failed (reported from progress), or the message needs more packets of the
+    // peer's MTU than TX_QUEUE_LEN holds (Transport::peer warned).
+    return to_ucs(s);
 }
 
 // UCT iovs (buffer, length x count) as iovecs after `first` leading entries.

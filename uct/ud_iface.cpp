@@ -81,7 +81,8 @@ ucs_status_t ud_iface_query(uct_iface_h tl_iface, uct_iface_attr_t* attr) noexce
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
                             UCT_IFACE_FLAG_EVENT_FD;
     const size_t pkt = iface->tr->packet_payload();
-    // One packet for short messages (the latency path), fragments above.
+    // One packet for short messages (the latency path), fragments above; to a peer with a
+    // smaller MTU a short message may take several (these attributes are the interface's).
     attr->cap.am.max_short = std::min(pkt, iface->max_msg);   // SEG_SIZE may be below a packet
     attr->cap.am.max_bcopy = iface->max_msg;
     attr->cap.am.min_zcopy = 0;

@@ -5,7 +5,9 @@
 // reordered. Datagrams are unauthenticated, so a forged one may break the stream of the peer
 // whose address it carries, and nothing else.
 //
-// Input: one byte of settings (bit 0: a hold budget of 4 KiB instead of 1 MiB), then records
+// Input: one byte of settings (bit 0: a hold budget of 4 KiB instead of 1 MiB; bit 1: A's QP
+// takes datagrams of 256 bytes, not 512, which B learns from A's address as ud_roce's endpoints
+// do, and larger ones to A are lost on the way, as on a link with a smaller MTU), then records
 // [control][length, 2 bytes big-endian][length bytes of UD payload]:
 //   control bits 0-1  the source: 0 = B (a forgery), 1..3 = strangers (A has an endpoint for
 //                     stranger 1 and messages in flight to it: its forged ACKs and SACKs reach a
@@ -60,6 +62,7 @@ struct Wire {
     };
     std::deque<Pkt> q;
     const UdAddr a = addr_of(1000), b = addr_of(2000);   // the two transports' addresses
+    size_t a_takes = mtu;                                // the largest datagram that reaches A
 
     // The newest packet from src on the link, or end().
     std::deque<Pkt>::iterator newest_from(const UdAddr& src) {
@@ -74,10 +77,10 @@ struct Wire {
 
 class WireQp final : public DatagramQp {
 public:
-    WireQp(Wire& w, UdAddr self) : w_(w), self_(self) {}
+    WireQp(Wire& w, UdAddr self, size_t takes) : w_(w), self_(self), takes_(takes) {}
     ~WireQp() override { ::close(fd_); }
     UdAddr address() const override { return self_; }
-    size_t max_payload() const override { return mtu; }
+    size_t max_payload() const override { return takes_; }
     Status send(const UdAddr& dst, const iovec* iov, size_t n) override {
         if (!(dst == w_.a || dst == w_.b))
             return Status::ok;   // to a stranger: nobody there
@@ -88,6 +91,8 @@ public:
         }
         if (p.data.size() > mtu)
             return Status::invalid_param;
+        if (dst == w_.a && p.data.size() > w_.a_takes)
+            return Status::ok;    // lost on the way
         if (w_.q.size() < 4096)   // a full link drops, as a socket would
             w_.q.push_back(std::move(p));
         return Status::ok;
@@ -113,11 +118,12 @@ public:
 private:
     Wire& w_;
     UdAddr self_;
+    size_t takes_;
     int fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 };
 
 std::vector<uint8_t> message(size_t i) {
-    std::vector<uint8_t> v((i * 1237) % 3000 + 1);   // 1..3000 bytes: up to 7 fragments
+    std::vector<uint8_t> v((i * 1237) % 3000 + 1);   // 1..3000 bytes: up to 7 fragments (13 to 256)
     for (size_t k = 0; k < v.size(); ++k)
         v[k] = uint8_t(i * 31 + k * 7);
     return v;
@@ -136,7 +142,8 @@ struct Harness {
     std::vector<std::vector<uint8_t>> got;   // B's messages as A delivered them
     size_t sent = 0;
 
-    explicit Harness(size_t hold_budget) {
+    Harness(size_t hold_budget, size_t a_takes) {
+        wire.a_takes = a_takes;
         TransportConfig cfg;
         cfg.rx.max_msg = max_msg;
         cfg.rx.window = 64;
@@ -156,15 +163,15 @@ struct Harness {
                 got.emplace_back(d, d + n);
         };
         ca.failed = [](Transport::PeerId, Status) {};
-        a = std::make_unique<Transport>(cfg, std::make_unique<WireQp>(wire, a_addr), ca);
+        a = std::make_unique<Transport>(cfg, std::make_unique<WireQp>(wire, a_addr, a_takes), ca);
         cfg.sender_id = 0xb;
         Transport::Callbacks cb;
         cb.deliver = [](Transport::PeerId, uint8_t, const uint8_t*, size_t) {};
         cb.failed = [](Transport::PeerId, Status) {};
-        b = std::make_unique<Transport>(cfg, std::make_unique<WireQp>(wire, b_addr), cb);
-        a_to_b = a->peer(b_addr);
+        b = std::make_unique<Transport>(cfg, std::make_unique<WireQp>(wire, b_addr, mtu), cb);
+        a_to_b = a->peer(b_addr, b->max_datagram_payload());
         a_to_s1 = a->peer(addr_of(1));
-        b_to_a = b->peer(a_addr);
+        b_to_a = b->peer(a_addr, a->max_datagram_payload());
         for (size_t i = 0; i < 3; ++i) {   // A's messages in flight: to B and to stranger 1
             const std::vector<uint8_t> m = message(100 + i);
             iovec iov{const_cast<uint8_t*>(m.data()), m.size()};
@@ -225,7 +232,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)quiet;
     if (size < 1 || size > 64 * 1024)
         return 0;
-    Harness h(data[0] & 1 ? 4 << 10 : 1 << 20);
+    Harness h(data[0] & 1 ? 4 << 10 : 1 << 20, data[0] & 2 ? 256 : mtu);
     bool forged = false;
     size_t pos = 1;
     while (pos + 3 <= size) {

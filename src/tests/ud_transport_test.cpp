@@ -270,7 +270,9 @@ TEST(UdTransport, PacketsFitTheSmallerEndsMtu) {
 }
 
 // A peer whose MTU is so small that a message needs more packets than the queue holds: that
-// send fails at once (it would otherwise wait for room forever); smaller ones go.
+// send fails at once (it would otherwise wait for room forever); smaller ones go. The glue asks
+// can_send() for room for its largest message (SEG_SIZE) before it packs one: for a length that
+// can never fit that is an empty queue, so it neither refuses forever nor packs into no room.
 TEST(UdTransport, MessageTooManyPacketsForTheQueueFails) {
     Link l;
     Sink sa, sb;
@@ -283,15 +285,21 @@ TEST(UdTransport, MessageTooManyPacketsForTheQueueFails) {
     std::vector<uint8_t> big(8 * (256 - header_size) + 1, 1), fits(8 * (256 - header_size), 2);
     iovec iov{big.data(), big.size()};
     EXPECT_EQ(a->send_am(to_b, 1, &iov, 1), Status::invalid_param);
+    EXPECT_TRUE(a->can_send(to_b, 65536));
     iov = {fits.data(), fits.size()};
     EXPECT_EQ(a->send_am(to_b, 2, &iov, 1), Status::ok);
+    EXPECT_FALSE(a->can_send(to_b, 65536));   // 8 packets queued: not empty
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (sb.msgs.empty() && std::chrono::steady_clock::now() < end) {
+    while ((sb.msgs.empty() || !a->flushed(to_b)) && std::chrono::steady_clock::now() < end) {
         a->progress();
         b->progress();
     }
     ASSERT_EQ(sb.msgs.size(), 1u);
     EXPECT_EQ(sb.msgs[0].second, fits);
+    EXPECT_TRUE(a->flushed(to_b));
+    EXPECT_TRUE(a->can_send(to_b, 65536));   // drained: room again
+    iov = {fits.data(), 100};
+    EXPECT_EQ(a->send_am(to_b, 3, &iov, 1), Status::ok);
 }
 
 TEST(UdTransport, FullQueueSaysNoResourceThenDrains) {

@@ -237,7 +237,10 @@ bool Transport::can_send(PeerId id, size_t len) const {
     const Peer& p = *peers_[id];
     if (p.status != Status::ok) return true;   // the send reports the failure
     if (!p.tx) return true;
-    return p.tx->can_queue(std::max<size_t>(1, (len + p.frag - 1) / p.frag));
+    const size_t npkts = std::max<size_t>(1, (len + p.frag - 1) / p.frag);
+    // A length that can never fit (a small-MTU peer) asks for an empty queue: then whatever
+    // fits goes, and send_am refuses the rest for good — waiting for more room would hang.
+    return p.tx->can_queue(std::min<size_t>(npkts, cfg_.tx.queue_len));
 }
 
 Status Transport::probe(PeerId id) {

@@ -98,7 +98,10 @@ public:
     size_t packet_payload() const { return frag_; }
     size_t packet_payload(PeerId id) const;   // to that peer: the smaller MTU's
     // Queues an AM of the gathered iov bytes. no_resource: the peer's queue is full (retry
-    // after progress); the peer's status once it failed; invalid_param: larger than max_msg.
+    // after progress); the peer's status once it failed; invalid_param: larger than max_msg, or
+    // more packets of the peer's MTU than the queue holds (it could never be sent).
+    // can_send(len): room for len bytes, or an empty queue if len could never fit (a caller that
+    // checks room for its largest message, then sends a smaller one, must not wait forever).
     Status send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iovcnt);
     bool can_send(PeerId id, size_t len) const;
     // Keepalive: a sequenced empty packet; a dead peer then fails within peer_timeout.

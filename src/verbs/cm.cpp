@@ -84,6 +84,8 @@ ibv_mtu mtu_enum(uint32_t mtu) {
     }
 }
 
+int mtu_bytes(ibv_mtu m) { return 128 << int(m); }   // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
+
 void* token_ptr(uint64_t t) { return reinterpret_cast<void*>(uintptr_t(t)); }
 
 // A link-local IPv6 address means nothing without its link: the netdev of the GID entry.
@@ -100,10 +102,30 @@ ConnPriv DeviceImpl::conn_priv() const {
     cp.version = htonl(conn_version);
     const gid::TcAdvert a = gid::encode_tc_advert(tc_);
     std::memcpy(cp.tc, a.data(), sizeof(cp.tc));
-    cp.flags = conn_flag_tc | conn_flag_port;
+    cp.flags = conn_flag_tc | conn_flag_port | conn_flag_mtu;
     cp.listen_port[0] = uint8_t(addr_.port >> 8);
     cp.listen_port[1] = uint8_t(addr_.port);
+    cp.mtu = uint8_t(own_mtu());
     return cp;
+}
+
+ibv_mtu DeviceImpl::own_mtu() const {
+    return std::min(mtu_enum(cfg_.mtu), port_attr_.active_mtu);
+}
+
+uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) const {
+    ConnPriv cp{};
+    if (priv == nullptr || priv_len < sizeof(cp))
+        return 0;
+    std::memcpy(&cp, priv, sizeof(cp));
+    if (ntohl(cp.magic) != conn_magic || !(cp.flags & conn_flag_mtu))
+        return 0;
+    if (cp.mtu < IBV_MTU_256 || cp.mtu > IBV_MTU_4096) {
+        ROCE_WARN("verbs: %s: ignoring a malformed MTU (%u) in a connection's private data",
+                  cfg_.dev_name.c_str(), unsigned(cp.mtu));
+        return 0;
+    }
+    return cp.mtu;
 }
 
 gid::TrafficClass DeviceImpl::negotiate_tc(const void* priv, size_t priv_len) const {
@@ -297,10 +319,14 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
         a.ah_attr.sl = q.tc.priority;
         if (q.sgid_index >= 0)
             a.ah_attr.grh.sgid_index = uint8_t(q.sgid_index);
-        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s", q.qpn, q.passive ? "passive" : "active",
-                  q.peer.to_string().c_str(), unsigned(a.ah_attr.grh.sgid_index), q.tc.str().c_str());
-        if (a.path_mtu > mtu_enum(cfg_.mtu))
-            a.path_mtu = mtu_enum(cfg_.mtu);
+        const ibv_mtu from_cm = a.path_mtu;
+        a.path_mtu = std::min(a.path_mtu, own_mtu());
+        if (q.peer_mtu)
+            a.path_mtu = std::min(a.path_mtu, ibv_mtu(q.peer_mtu));
+        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s, path MTU %d (rdma_cm %d, peer's port %d)",
+                  q.qpn, q.passive ? "passive" : "active", q.peer.to_string().c_str(),
+                  unsigned(a.ah_attr.grh.sgid_index), q.tc.str().c_str(), mtu_bytes(a.path_mtu),
+                  mtu_bytes(from_cm), q.peer_mtu ? mtu_bytes(ibv_mtu(q.peer_mtu)) : 0);
     } else if (state == IBV_QPS_RTS) {
         a.timeout = cfg_.ack_timeout;
         a.retry_cnt = uint8_t(std::min<uint32_t>(cfg_.retry_count, 7));
@@ -364,6 +390,7 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     if (cp.flags & conn_flag_port)
         q->peer.port = uint16_t(cp.listen_port[0] << 8 | cp.listen_port[1]);
     q->tc = negotiate_tc(priv, priv_len);
+    q->peer_mtu = peer_mtu(priv, priv_len);
     if (new_ibv_qp(*q) != Status::ok || !cm_modify(*q, id, IBV_QPS_INIT, true) ||
         !cm_modify(*q, id, IBV_QPS_RTR, true) || !cm_modify(*q, id, IBV_QPS_RTS, true)) {
         rdma_reject(id, nullptr, 0);
@@ -441,6 +468,7 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
         if (q->state != QpState::connecting)
             return;   // gave up meanwhile: no RTU, the peer's passive QP times out
         q->tc = negotiate_tc(priv, priv_len);
+        q->peer_mtu = peer_mtu(priv, priv_len);
         if (!cm_modify(*q, id, IBV_QPS_RTR) || !cm_modify(*q, id, IBV_QPS_RTS)) {
             rdma_reject(id, nullptr, 0);
             cm_fail_connect(*q, Status::io_error, "QP to RTR/RTS failed");

@@ -39,7 +39,9 @@ namespace roce::verbs {
 //    0  magic 'RVB1' (32, big endian)
 //    4  version (32, big endian): 1 = magic only (no REP data); 2 = with the traffic class
 //    8  traffic-class advert (gid::TcAdvert): ToS | priority | ToS source | priority source
-//   12  flags (8): bit 0 = the advert is present; 3 reserved bytes
+//   12  flags (8): bit 0 = the advert is present, bit 1 = listen_port, bit 2 = mtu
+//   13  listen_port (16, big endian)
+//   15  mtu (8): the largest path MTU the sender's port takes (ibv_mtu)
 // A version-1 peer sends no advert: the local class is used then.
 struct ConnPriv {
     uint32_t magic;
@@ -47,7 +49,7 @@ struct ConnPriv {
     uint8_t tc[4];
     uint8_t flags;
     uint8_t listen_port[2];   // conn_flag_port: the sender's rdma_cm listener port, big endian
-    uint8_t reserved;
+    uint8_t mtu;              // conn_flag_mtu
 };
 static_assert(sizeof(ConnPriv) == 16, "rdma_cm private data layout");
 inline constexpr uint32_t conn_magic = 0x52564231u;
@@ -57,6 +59,10 @@ inline constexpr uint8_t conn_flag_tc = 1;
 // ephemeral port), so the passive QP's peer is the device the requester's other QPs reach: one
 // peer in the counters, not one per connection.
 inline constexpr uint8_t conn_flag_port = 2;
+// rdma_cm gives a RoCE QP the active side's netdev MTU, on both sides (the passive one takes the
+// REQ's path): from a port with jumbo frames to one without, every full-size packet is dropped on
+// the way. Each side says what its port takes; both use the smaller.
+inline constexpr uint8_t conn_flag_mtu = 4;
 
 // The device's lock: RecursiveLock (common/recursive_lock.hpp); callbacks run under it re-enter
 // the device (an AM handler that replies posts; a completion callback may destroy its QP).
@@ -205,6 +211,7 @@ struct VQp {
     int sgid_index = -1;         // active side: the policy's entry for this peer (-1: rdma_cm's)
     std::string sgid_ndev;       // its netdev (scope of a link-local peer)
     gid::TrafficClass tc;        // negotiated class of the connection (both directions)
+    uint8_t peer_mtu = 0;        // ibv_mtu the peer's port takes (ConnPriv), 0: not said
     VQpStats st{};
     // Congestion control (verbs/congestion.cpp): bytes of posted, not completed WRs; bytes posted
     // unsignaled since the last signaled WR.
@@ -338,6 +345,8 @@ public:
     int resolve_attempt_ms() const { return int(std::max<uint32_t>(100, cfg_.connect_timeout_ms / 4)); }
     ConnPriv conn_priv() const;                   // what we send in REQ and REP
     gid::TrafficClass negotiate_tc(const void* priv, size_t priv_len) const;   // with the peer's advert
+    ibv_mtu own_mtu() const;                                      // UCX_RC_ROCE_MTU and the port's
+    uint8_t peer_mtu(const void* priv, size_t priv_len) const;    // the peer's (ConnPriv), 0: not said
     bool validate_gid(const gid::GidEntry& e, std::string& why);   // an address handle can be made
     void cm_fail_connect(VQp& q, Status st, const char* why);
     void cm_deadlines();

@@ -29,6 +29,9 @@
 #                      with UCX_RC_ROCE_PRIORITY=5, client on pA.100 with default settings, dumpcap on the
 #                      lower netdev pA: every RC packet in both directions must be tagged VLAN 100 with
 #                      PCP 5 (`roce_doctor wire` prints vlan= pcp= per flow)
+#   gid.mtu.*          vA at MTU 9000 (rxeA: 4096), vB at 1500 (rxeB: 1024): UCP tag_bw 1 MiB each way
+#                      over rc_roce and ud_roce delivers, and rc_roce's QPs (both ends, both
+#                      connections) run at path MTU 1024
 #   gid.bad_settings   a GID index out of range, a netdev not in the table, RoCE v1: one-line errors
 #                      naming the setting and the valid choices
 # Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos,
@@ -282,6 +285,34 @@ gid_group() {
       result gid.tc.rxe_vlan.client_to_server.pcp "${fwd%% *}" pcp
       result gid.tc.rxe_vlan.server_to_client.pcp "${rev%% *}" pcp
       [ -n "$fwd" ] && [ -n "$rev" ] || fail_step gid.tc.rxe_vlan.wire "no VLAN-tagged RC packets in a direction"
+    fi
+
+    # ---- a port with jumbo frames against one without: vA to MTU 9000 (rxeA's active MTU
+    # 4096), vB stays at 1500 (1024); the veth drops a frame above the receiving end's MTU.
+    # rdma_cm gives a RoCE QP the requester's MTU on both sides: a connection made from rxeA ran
+    # at 4096 at both ends. Before each side said what its port takes (ConnPriv), tag_bw from
+    # rxeB to rxeA never finished (rxeA's RDMA READs were answered in 4096-byte packets), the
+    # other way round it did (its READs go over rxeB's connection); ud_roce sent at its own MTU.
+    # Both directions, both transports must deliver, and rc_roce's QPs run at 1024.
+    if T=10 step gid.mtu.setup ip link set vA mtu 9000; then
+      for ((i = 0; i < 50; i++)); do
+        ibv_devinfo -d rxeA | grep -q "active_mtu:.*4096" && break; nap 0.1
+      done
+      ibv_devinfo -d rxeA | grep -q "active_mtu:.*4096" || fail_step gid.mtu.setup "rxeA's active MTU did not become 4096"
+      local tl mtus dir
+      for tl in rc_roce ud_roce; do
+        for dir in A_to_B B_to_A; do   # the client (tag_bw's sender) on rxeA, then on rxeB
+          port=$((port + 1))
+          SRV=(env "UCX_NET_DEVICES=rxe${dir:5:1}:1" "UCX_TLS=$tl,self" ucx_perftest -p "$port")
+          CLI=(env "UCX_NET_DEVICES=rxe${dir:0:1}:1" "UCX_TLS=$tl,self" ucx_perftest -p "$port" localhost
+               -t tag_bw -s 1048576 -n 3)
+          T=60 pair "gid.mtu.$tl.$dir" "$port"
+        done
+      done
+      mtus=$(grep -ho "path MTU [0-9]*" "$LOGDIR"/gid.mtu.rc_roce.* | sort -u | tr '\n' ' ')
+      say "rc_roce QPs between MTU 9000 and 1500: ${mtus:-no QP logged}"
+      [ "$mtus" = "path MTU 1024 " ] || fail_step gid.mtu.rc_roce.qps "QPs at '${mtus}', expected path MTU 1024 only"
+      ip link set vA mtu 1500
     fi
   fi
   gid_tc_cleanup
