@@ -113,7 +113,7 @@ ibv_mtu DeviceImpl::own_mtu() const {
     return std::min(mtu_enum(cfg_.mtu), port_attr_.active_mtu);
 }
 
-uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) const {
+uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) {
     ConnPriv cp{};
     if (priv == nullptr || priv_len < sizeof(cp))
         return 0;
@@ -121,8 +121,10 @@ uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) const {
     if (ntohl(cp.magic) != conn_magic || !(cp.flags & conn_flag_mtu))
         return 0;
     if (cp.mtu < IBV_MTU_256 || cp.mtu > IBV_MTU_4096) {
-        ROCE_WARN("verbs: %s: ignoring a malformed MTU (%u) in a connection's private data",
-                  cfg_.dev_name.c_str(), unsigned(cp.mtu));
+        // Unauthenticated, like the request itself: one line, not one per request.
+        if (!std::exchange(warned_bad_mtu_, true))
+            ROCE_WARN("verbs: %s: ignoring a malformed MTU (%u) in a connection's private data "
+                      "(and in later ones)", cfg_.dev_name.c_str(), unsigned(cp.mtu));
         return 0;
     }
     return cp.mtu;

@@ -346,7 +346,7 @@ public:
     ConnPriv conn_priv() const;                   // what we send in REQ and REP
     gid::TrafficClass negotiate_tc(const void* priv, size_t priv_len) const;   // with the peer's advert
     ibv_mtu own_mtu() const;                                      // UCX_RC_ROCE_MTU and the port's
-    uint8_t peer_mtu(const void* priv, size_t priv_len) const;    // the peer's (ConnPriv), 0: not said
+    uint8_t peer_mtu(const void* priv, size_t priv_len);          // the peer's (ConnPriv), 0: not said
     bool validate_gid(const gid::GidEntry& e, std::string& why);   // an address handle can be made
     void cm_fail_connect(VQp& q, Status st, const char* why);
     void cm_deadlines();
@@ -377,6 +377,7 @@ public:
     std::unordered_map<uint32_t, std::unique_ptr<VQp>> qps_;   // changed by insert_qp/erase_qp only
     uint32_t passive_qps_ = 0;                                 // of qps_ (max_passive_qps)
     bool warned_foreign_req_ = false;                          // "not ours" is logged once
+    bool warned_bad_mtu_ = false;                              // peer_mtu(): likewise
     VQp* last_qp_[2] = {};                                     // find_qp's cache: in qps_ or null
     uint32_t signaled_inflight_ = 0;   // over all QPs (VQp::signaled_inflight)
     uint32_t send_poll_skips_ = 0;     // poll_cqs rounds without polling the send CQ
