@@ -194,7 +194,7 @@ Status Transport::send_am(PeerId id, uint8_t am_id, const iovec* iov, size_t iov
         return Status::invalid_param;
     }
     const size_t frag = p.frag;
-    const size_t npkts = std::max<size_t>(1, (len + frag - 1) / frag);
+    const size_t npkts = p.packets_for(len);
     if (npkts > cfg_.tx.queue_len) {
         return Status::invalid_param;   // a small-MTU peer (peer() warned)
     }
@@ -237,7 +237,7 @@ bool Transport::can_send(PeerId id, size_t len) const {
     const Peer& p = *peers_[id];
     if (p.status != Status::ok) return true;   // the send reports the failure
     if (!p.tx) return true;
-    const size_t npkts = std::max<size_t>(1, (len + p.frag - 1) / p.frag);
+    const size_t npkts = p.packets_for(len);
     // A length that can never fit (a small-MTU peer) asks for an empty queue: then whatever
     // fits goes, and send_am refuses the rest for good — waiting for more room would hang.
     return p.tx->can_queue(std::min<size_t>(npkts, cfg_.tx.queue_len));

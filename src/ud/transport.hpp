@@ -18,6 +18,7 @@
 // the owner) and under `outer_lock`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -149,6 +150,8 @@ private:
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
         size_t frag = 0;                 // AM bytes per packet to it (peer())
+        // Packets an AM of len bytes takes to this peer (an empty AM still takes one).
+        size_t packets_for(size_t len) const { return std::max<size_t>(1, (len + frag - 1) / frag); }
         std::unique_ptr<Sender> tx;
         std::unique_ptr<Receiver> rx;
         uint64_t data_sent = 0, acks_sent = 0, probes_sent = 0, bytes_sent = 0;

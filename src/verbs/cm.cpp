@@ -38,6 +38,7 @@
 
 #include "common/log.hpp"
 #include "verbs/device_impl.hpp"
+#include "verbs/mtu.hpp"
 
 namespace roce::verbs {
 
@@ -73,18 +74,6 @@ WireAddr from_sockaddr(const sockaddr* sa) {
     }
     return a;
 }
-
-ibv_mtu mtu_enum(uint32_t mtu) {
-    switch (mtu) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
-    }
-}
-
-int mtu_bytes(ibv_mtu m) { return 128 << int(m); }   // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5
 
 void* token_ptr(uint64_t t) { return reinterpret_cast<void*>(uintptr_t(t)); }
 
@@ -325,7 +314,7 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
         a.path_mtu = std::min(a.path_mtu, own_mtu());
         if (q.peer_mtu)
             a.path_mtu = std::min(a.path_mtu, ibv_mtu(q.peer_mtu));
-        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s, path MTU %d (rdma_cm %d, peer's port %d)",
+        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s, path MTU %u (rdma_cm %u, peer's port %u)",
                   q.qpn, q.passive ? "passive" : "active", q.peer.to_string().c_str(),
                   unsigned(a.ah_attr.grh.sgid_index), q.tc.str().c_str(), mtu_bytes(a.path_mtu),
                   mtu_bytes(from_cm), q.peer_mtu ? mtu_bytes(ibv_mtu(q.peer_mtu)) : 0);

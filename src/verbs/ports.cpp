@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "common/log.hpp"
+#include "verbs/mtu.hpp"
 
 namespace roce::verbs {
 
@@ -43,8 +44,8 @@ std::vector<PortStatus> query_ports() {
                 s.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
                 s.active = pa.state == IBV_PORT_ACTIVE;
                 s.state = ibv_port_state_str(pa.state);
-                s.active_mtu = 128u << pa.active_mtu;
-                s.max_mtu = 128u << pa.max_mtu;
+                s.active_mtu = mtu_bytes(pa.active_mtu);
+                s.max_mtu = mtu_bytes(pa.max_mtu);
                 s.gid_tbl_len = unsigned(pa.gid_tbl_len);
                 out.push_back(std::move(s));
             }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 
 #include "common/log.hpp"
+#include "verbs/mtu.hpp"
 #include "verbs/pd_impl.hpp"
 #include "verbs/raii.hpp"
 #include "verbs/recv_chain.hpp"
@@ -92,7 +93,7 @@ Status UdQpImpl::init() {
         ROCE_ERROR("verbs: UD: %s port %u absent or not active", name, unsigned(cfg_.port));
         return Status::no_device;
     }
-    mtu_ = 128u << pa.active_mtu;
+    mtu_ = mtu_bytes(pa.active_mtu);
     if (Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_); s != Status::ok)
         return s;
     channel_.reset(ibv_create_comp_channel(ctx));
