@@ -12,7 +12,7 @@ packages=(
   libucx-dev ucx-utils libucx0
   openmpi-bin libopenmpi-dev netpipe-openmpi
   libibverbs-dev rdma-core ibverbs-providers ibverbs-utils
-  libpcap-dev tshark iproute2 python3
+  libpcap-dev tshark iproute2 python3 nftables
   librdmacm-dev lammps hpcc python3-matplotlib libhwloc-dev
   clang libclang-rt-14-dev valgrind
 )

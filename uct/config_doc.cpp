@@ -18,6 +18,7 @@ const char* type_text(std::string_view type) {
     if (type == "ULONG") return "unsigned long";
     if (type == "LOG_LEVEL") return "log level";
     if (type == "STRING") return "string";
+    if (type == "RANGE_SPEC") return "number or range a-b";
     return "value";
 }
 

@@ -13,7 +13,9 @@
 //   c_type  its C type; must match what the UCX parser of TYPE writes
 //   TYPE    UCS_CONFIG_TYPE_<TYPE> (UINT: unsigned, MEMUNITS: size_t, TIME: double seconds,
 //           DOUBLE: double, BOOL: int, ULONG: unsigned long, LOG_LEVEL: ucs_log_level_t enum,
-//           ULUNITS: size_t, "auto" = UCS_ULUNITS_AUTO, STRING: char*, owned by UCX)
+//           ULUNITS: size_t, "auto" = UCS_ULUNITS_AUTO, STRING: char*, owned by UCX,
+//           RANGE_SPEC: ucs_range_spec_t {first, last}, "a" or "a-b"; the c_type token only
+//           reaches code that includes UCX)
 #pragma once
 
 #include <iterator>
@@ -32,9 +34,14 @@
       "set they would never leave). Two peers use the smaller of their two MTUs (rc_roce "    \
       "agrees on it when connecting, ud_roce's interface address carries it), so hosts with "  \
       "jumbo and standard frames talk at the standard one.")                                   \
-    X(port, unsigned, "PORT", "0", UINT,                                                       \
-      "UDP port every interface binds; 0 picks an ephemeral port (needed when several "        \
-      "processes or interfaces share a host address).")                                        \
+    X(port_range, ucs_range_spec_t, "PORT_RANGE", "0", RANGE_SPEC,                             \
+      "UDP port(s) the userspace device binds, as UCX_TCP_PORT_RANGE: 0 lets the kernel pick " \
+      "an ephemeral one; a single port binds exactly it (one interface per host address, "     \
+      "e.g. 4791 to be reached by kernel rxe or an RDMA NIC); a range a-b (for a firewall "   \
+      "that opens one) binds a free port of it, each tried once from a random one. Every "    \
+      "interface of every process on a host address needs its own port; when none is free "   \
+      "the interface does not open, with an error naming the range. RDMA devices ignore it "  \
+      "(their RoCEv2 port is 4791).")                                                          \
     X(fault_drop, double, "FAULT_DROP", "0", DOUBLE,                                           \
       "Fault injection (tests only): probability in [0,1] to drop a transmitted packet.")     \
     X(fault_duplicate, double, "FAULT_DUPLICATE", "0", DOUBLE,                                 \

@@ -356,7 +356,6 @@ void iface_close(uct_iface_h tl_iface) noexcept {
 sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     sw::DeviceConfig dc;
     dc.ip = ip_string(d.family, d.ip);
-    dc.port = static_cast<uint16_t>(c.port);
     dc.sq_depth = c.tx_queue_len;
     dc.max_rd_atomic = c.max_rd_atomic;
     dc.max_read_request = static_cast<uint32_t>(std::min<size_t>(c.max_read_request, 1u << 30));
@@ -403,10 +402,6 @@ ucs_status_t validate_config(const IfaceConfig& c) {
         c.mtu != 4096) {
         ucs_error("rc_roce: UCX_RC_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto",
                   c.mtu);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (c.port > 65535) {
-        ucs_error("rc_roce: UCX_RC_ROCE_PORT=%u is not a UDP port", c.port);
         return UCS_ERR_INVALID_PARAM;
     }
     if (c.max_recv_msg < 256 || c.max_recv_msg > (1ul << 30)) {
@@ -568,14 +563,13 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
                     if (st != UCS_OK) {
                         return st;
                     }
-                    if ((dc.mtu = resolve_mtu(config.mtu, nd, tl_name)) == 0) {
+                    if ((dc.mtu = resolve_mtu(config.mtu, nd, tl_name)) == 0 ||
+                        !resolve_ports(config.port_range, tl_name, dc.ports)) {
                         return UCS_ERR_INVALID_PARAM;
                     }
                     Status s = sw::Device::open(dc, md->sw_pd, dev);
                     if (s != Status::ok) {
-                        ucs_error("rc_roce: cannot open device %s (%s port %u): %s", dev_name,
-                                  dc.ip.c_str(), dc.port, std::string(to_string(s)).c_str());
-                        return to_ucs(s);
+                        return device_open_failed(tl_name, dev_name, dc.ip, dc.ports, s);
                     }
                     return UCS_OK;
                 });

@@ -297,11 +297,47 @@ ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConf
     return UCS_OK;
 }
 
+namespace {
+// "UCX_RC_ROCE_<name>" for tl "rc_roce".
+std::string config_var(const char* tl, const char* name) {
+    std::string var = std::string("UCX_") + tl + "_" + name;
+    std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    return var;
+}
+
+std::string ports_text(sw::PortRange p) {
+    return p.is_range() ? std::to_string(p.first) + "-" + std::to_string(p.last) : std::to_string(p.first);
+}
+} // namespace
+
+bool resolve_ports(const ucs_range_spec_t& r, const char* tl, sw::PortRange& out) {
+    if (r.first > 65535 || r.last > 65535 || r.last < r.first || (r.first == 0 && r.last != 0)) {
+        ucs_error("%s: %s=%u-%u is not a UDP port or a range a-b of them (0: an ephemeral port)", tl,
+                  config_var(tl, "PORT_RANGE").c_str(), r.first, r.last);
+        return false;
+    }
+    out = sw::PortRange(uint16_t(r.first), uint16_t(r.last));
+    return true;
+}
+
+ucs_status_t device_open_failed(const char* tl, const char* dev, const std::string& ip, sw::PortRange ports,
+                                Status s) {
+    if (s == Status::busy) {
+        ucs_error("%s: cannot open device %s: UDP %s %s on %s %s bound by another socket (%s; every "
+                  "interface of every process on that address needs its own port)", tl, dev,
+                  ports.is_range() ? "ports" : "port", ports_text(ports).c_str(), ip.c_str(),
+                  ports.is_range() ? "are all" : "is", config_var(tl, "PORT_RANGE").c_str());
+    } else {
+        ucs_error("%s: cannot open device %s (%s port %s): %s", tl, dev, ip.c_str(), ports_text(ports).c_str(),
+                  std::string(to_string(s)).c_str());
+    }
+    return to_ucs(s);
+}
+
 uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl) {
     const bool v6 = d.family == AF_INET6;
     const unsigned fits = d.mtu ? gid::largest_roce_mtu(d.mtu, v6) : 4096;
-    std::string var = std::string("UCX_") + tl + "_MTU";
-    std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    const std::string var = config_var(tl, "MTU");
     if (configured == UCS_ULUNITS_AUTO) {
         if (fits == 0)
             ucs_error("%s: %s: its MTU %u cannot carry even 256-byte RoCE packets", tl, d.name.c_str(), d.mtu);

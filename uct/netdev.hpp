@@ -63,6 +63,12 @@ ucs_status_t apply_gid_policy(const gid::GidConfig& g, Netdev& d, sw::DeviceConf
 // auto, the largest that fits d's MTU. Logs and returns 0 when the setting is not an IB MTU or
 // its packets do not fit.
 uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl);
+// UCX_<TL>_PORT_RANGE as the userspace device's ports. Logs and returns false when it is not a
+// UDP port or a range a-b of them (a <= b).
+bool resolve_ports(const ucs_range_spec_t& r, const char* tl, sw::PortRange& out);
+// Logs why the userspace device (or UD QP) at ip and `ports` of dev did not open; returns s.
+ucs_status_t device_open_failed(const char* tl, const char* dev, const std::string& ip, sw::PortRange ports,
+                                Status s);
 // iface_open: device open mode only, and UCP's AM alignment request well formed.
 ucs_status_t check_open_params(const uct_iface_params_t* params, const char* tl);
 LogLevel core_log_level(unsigned ucs_level);

@@ -19,6 +19,7 @@ ucs_status_t to_ucs(Status s) {
     case Status::canceled: return UCS_ERR_CANCELED;
     case Status::io_error: return UCS_ERR_IO_ERROR;
     case Status::unsupported: return UCS_ERR_UNSUPPORTED;
+    case Status::busy: return UCS_ERR_BUSY;
     }
     return UCS_ERR_IO_ERROR;
 }

@@ -285,10 +285,6 @@ ucs_status_t validate(const UdIfaceConfig& c) {
         ucs_error("ud_roce: UCX_UD_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto", c.mtu);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (c.port > 65535) {
-        ucs_error("ud_roce: UCX_UD_ROCE_PORT=%u is not a UDP port", c.port);
-        return UCS_ERR_INVALID_PARAM;
-    }
     if (c.seg_size < 256 || c.seg_size > (16ul << 20)) {
         ucs_error("ud_roce: UCX_UD_ROCE_SEG_SIZE=%zu out of range [256, 16M]", c.seg_size);
         return UCS_ERR_INVALID_PARAM;
@@ -364,7 +360,9 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
     }
     sw::UdQpConfig qc;
     qc.ip = dc.ip;
-    qc.port = static_cast<uint16_t>(config.port);
+    if (!resolve_ports(config.port_range, ud_tl_name, qc.ports)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     if ((qc.mtu = resolve_mtu(config.mtu, nd, ud_tl_name)) == 0) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -380,9 +378,7 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
     qc.faults.seed = config.fault_seed;
     const Status s = sw::open_ud_qp(qc, qp);
     if (s != Status::ok) {
-        ucs_error("ud_roce: cannot open device %s (%s port %u): %s", dev_name, qc.ip.c_str(),
-                  qc.port, std::string(to_string(s)).c_str());
-        return to_ucs(s);
+        return device_open_failed(ud_tl_name, dev_name, qc.ip, qc.ports, s);
     }
     return UCS_OK;
 }

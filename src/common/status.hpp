@@ -18,6 +18,7 @@ enum class Status : int8_t {
     canceled,          // QP destroyed or flushed with the operation outstanding
     io_error,          // socket-level failure
     unsupported,
+    busy,              // a resource another process holds (every UDP port of the range bound)
 };
 
 constexpr std::string_view to_string(Status s) {
@@ -34,6 +35,7 @@ constexpr std::string_view to_string(Status s) {
     case Status::canceled: return "canceled";
     case Status::io_error: return "I/O error";
     case Status::unsupported: return "unsupported";
+    case Status::busy: return "in use";
     }
     return "unknown";
 }

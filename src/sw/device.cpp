@@ -45,7 +45,7 @@ DeviceImpl::DeviceImpl(const DeviceConfig& cfg, std::shared_ptr<PdImpl> pd)
     : cfg_(cfg), pd_(std::move(pd)), faults_(cfg.faults) {}
 
 Status DeviceImpl::init() {
-    Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.priority, cfg_.gro);
+    Status s = sock_.open(cfg_.ip, cfg_.ports, cfg_.traffic_class, cfg_.priority, cfg_.gro);
     if (s != Status::ok)
         return s;
     {   // a wildcard address has no ICRC identity

@@ -60,9 +60,19 @@ struct FaultConfig {
     }
 };
 
+// The UDP ports a device may bind: first..last. One port (last = first) is that port or nothing;
+// 0 is an ephemeral port. A range takes a free port in it (firewalls that open a range).
+struct PortRange {
+    uint16_t first = 0;
+    uint16_t last = 0;
+    PortRange(uint16_t port = 0) : first(port), last(port) {}
+    PortRange(uint16_t f, uint16_t l) : first(f), last(l) {}
+    bool is_range() const { return last > first; }
+};
+
 struct DeviceConfig {
     std::string ip = "127.0.0.1";      // a local address (netdev address); IPv4 or IPv6 literal
-    uint16_t port = 0;                 // UDP port; 0 = ephemeral (several processes per host)
+    PortRange ports;                   // UDP port(s); 0 = ephemeral (several processes per host)
     uint32_t mtu = 4096;               // path MTU: 256, 512, 1024, 2048 or 4096
     uint32_t sq_depth = 256;           // outstanding work requests per QP before no_resource
     uint32_t max_rd_atomic = 16;       // outstanding RDMA READ/atomic requests per QP
@@ -185,8 +195,8 @@ struct ManualPeer {
 //   * A remote error completes every outstanding operation of the QP with that status.
 class Device : public RcDevice {
 public:
-    // Binds the UDP socket. Errors: no_device (address not local / unparsable), io_error,
-    // invalid_param (bad mtu etc.).
+    // Binds the UDP socket. Errors: no_device (address not local / unparsable), busy (every
+    // port of cfg.ports bound), io_error, invalid_param (bad mtu etc.).
     static Status open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out);
 
     // Connects a QP in reset by hand (no CM messages, see ManualPeer): it is in rts on return and

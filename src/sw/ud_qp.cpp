@@ -33,7 +33,7 @@ public:
             cfg_.mtu != 4096) {
             return Status::invalid_param;
         }
-        const Status s = sock_.open(cfg_.ip, cfg_.port, cfg_.traffic_class, cfg_.priority, true);
+        const Status s = sock_.open(cfg_.ip, cfg_.ports, cfg_.traffic_class, cfg_.priority, true);
         if (s != Status::ok) {
             return s;
         }

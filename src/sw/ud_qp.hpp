@@ -12,7 +12,7 @@ namespace roce::sw {
 
 struct UdQpConfig {
     std::string ip = "127.0.0.1";   // local address, IPv4 or IPv6 literal
-    uint16_t port = 0;              // 0: ephemeral
+    PortRange ports;                // 0: ephemeral (sw/device.hpp)
     uint32_t mtu = 4096;            // payload bytes per packet (IB MTU)
     uint32_t qkey = 0x1ee7a330;
     uint8_t traffic_class = 0;      // IP TOS / IPv6 traffic class of every packet
@@ -20,7 +20,8 @@ struct UdQpConfig {
     FaultConfig faults;             // transmit-side fault injection (tests)
 };
 
-// Errors: no_device (address not local / unparsable), io_error, invalid_param (bad mtu).
+// Errors: no_device (address not local / unparsable), busy (every port of cfg.ports bound), io_error,
+// invalid_param (bad mtu).
 Status open_ud_qp(const UdQpConfig& cfg, std::unique_ptr<ud::DatagramQp>& out);
 
 } // namespace roce::sw

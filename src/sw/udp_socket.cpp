@@ -10,6 +10,7 @@
 #include <linux/filter.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/log.hpp"
@@ -106,7 +107,7 @@ void set_buffers(int fd, int rcv, int snd) {
 
 } // namespace
 
-Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_class, uint8_t priority,
+Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_class, uint8_t priority,
                        bool want_gro) {
     WireAddr a{};
     if (inet_pton(AF_INET, ip.c_str(), a.ip) == 1)
@@ -115,7 +116,6 @@ Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_cla
         a.family = AF_INET6;
     else
         return Status::no_device;
-    a.port = port;
     const int fam = a.family;
     fd_ = ::socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
@@ -134,13 +134,33 @@ Status UdpSocket::open(const std::string& ip, uint16_t port, uint8_t traffic_cla
     else
         setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
     sockaddr_storage ss;
-    socklen_t len = to_sockaddr(a, ss);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
-        const int e = errno;
+    socklen_t len = 0;
+    // A range is tried from a random port on, each port once: ranks that start together would
+    // otherwise all race for its first ports, one bind failing after another.
+    const unsigned n = ports.is_range() ? unsigned(ports.last - ports.first) + 1 : 1;
+    unsigned start = 0;
+    if (n > 1 && getrandom(&start, sizeof(start), GRND_NONBLOCK) != ssize_t(sizeof(start)))
+        start = unsigned(getpid());
+    start %= n;
+    int e = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        a.port = uint16_t(ports.first + (start + i) % n);
+        len = to_sockaddr(a, ss);
+        if (::bind(fd_, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
+            e = 0;
+            break;
+        }
+        e = errno;
+        if (e != EADDRINUSE)
+            break;
+    }
+    if (e != 0) {
         ::close(fd_);
         fd_ = -1;
         if (e == EADDRNOTAVAIL || e == EINVAL || e == EAFNOSUPPORT)
             return Status::no_device;
+        if (e == EADDRINUSE)
+            return Status::busy;   // the caller names the setting
         ROCE_ERROR("bind(%s): %s", a.to_string().c_str(), strerror(e));
         return Status::io_error;
     }

@@ -34,8 +34,9 @@ public:
     UdpSocket(const UdpSocket&) = delete;
     UdpSocket& operator=(const UdpSocket&) = delete;
 
-    // Binds to ip:port. no_device when the address is unparsable or not local.
-    Status open(const std::string& ip, uint16_t port, uint8_t traffic_class, uint8_t priority,
+    // Binds to ip and a port of `ports`. no_device when the address is unparsable or not local;
+    // busy when the port (every port of the range) is bound by someone else.
+    Status open(const std::string& ip, PortRange ports, uint8_t traffic_class, uint8_t priority,
                 bool want_gro = false);
     // A send-only socket on main's address and port with its own class (see above). unsupported
     // when the kernel refuses to share the port or to steer (the caller then sends from main).

@@ -26,7 +26,7 @@ namespace {
 
 DeviceConfig no_thread_cfg(uint16_t port = 0) {
     DeviceConfig c;
-    c.port = port;
+    c.ports = port;
     c.progress_thread = false;   // fork() must not copy a process with other threads running
     c.retransmit_timeout_us = 2000;
     c.retry_count = 3;

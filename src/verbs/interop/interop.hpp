@@ -105,7 +105,7 @@ private:
     sw::DeviceConfig sw_config() const {
         sw::DeviceConfig cfg;
         cfg.ip = opt.sw_ip;
-        cfg.port = opt.udp_port;
+        cfg.ports = opt.udp_port;
         cfg.mtu = mtu;                        // the path MTU must be rxe's active MTU
         cfg.max_recv_msg = 1 << 20;
         cfg.retransmit_timeout_us = 20000;    // rxe under TCG answers in milliseconds

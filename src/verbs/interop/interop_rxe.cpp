@@ -202,7 +202,7 @@ void Interop::run() {
 void Interop::icrc_control() {
     const double t0 = now_ms();
     sw::DeviceConfig cfg = sw_config();
-    cfg.port = 0;   // only sends: rxe would answer to 4791, which the main device holds
+    cfg.ports = 0;   // only sends: rxe would answer to 4791, which the main device holds
     cfg.faults.corrupt = 1.0;
     cfg.retry_count = 2;
     Host bad;

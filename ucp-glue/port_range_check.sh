@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# UCX_*_PORT_RANGE against a real firewall (ctests port_range.*): a network namespace whose
+# nftables input chain drops every UDP datagram outside 47000-47015, as a cluster firewall that
+# opens one range for MPI. A ucx_perftest pair (UCP tag_bw, 1 MiB) runs inside it over TRANSPORT
+# on loopback:
+#   range    UCX_*_PORT_RANGE=47000-47015: both ends bind in the range; the transfer completes and
+#            the firewall dropped nothing
+#   blocked  no range (ephemeral ports, the default): the firewall drops the transport's packets
+#            and the client fails (the check that this setup can fail, within the peer timeout)
+#   full     another process holds 47000-47001 and UCX_*_PORT_RANGE=47000-47001: the interface
+#            does not open (ucx_info -d: "failed to open interface"), with one error naming the
+#            setting
+#   mpi      UCX_*_PORT_RANGE=47000-47015: an MPI program at np 4 under real mpirun (one port per
+#            rank) passes, and the firewall dropped nothing
+# Usage: port_range_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) range|blocked|full
+#        port_range_check.sh ENV_FILE TRANSPORT mpi RUN_MPI_TEST ROCE_MPIRUN PROGRAM
+# Exits 77 (skipped) when network namespaces cannot be created (not root, no netns support).
+set -uo pipefail
+envfile=$1 tl=$2 mode=$3
+# shellcheck disable=SC1090
+source "$envfile"
+ns=roce_ports.$$
+slog=$(mktemp) clog=$(mktemp)
+cleanup() { ip netns del "$ns" 2>/dev/null; rm -f "$slog" "$clog"; }
+trap cleanup EXIT
+if ! ip netns add "$ns" 2>/dev/null; then
+  echo "[ports] SKIP: cannot create a network namespace"; exit 77
+fi
+ip -n "$ns" link set lo up || exit 1
+command -v nft >/dev/null || { echo "[ports] FAIL: nft not found (cmake/setup.sh installs nftables)"; exit 1; }
+ip netns exec "$ns" nft -f - <<'RULES' || { echo "[ports] FAIL: cannot load the nftables rules"; exit 1; }
+table inet fw {
+  counter dropped {}
+  chain in {
+    type filter hook input priority 0; policy accept;
+    udp dport != 47000-47015 counter name dropped drop
+  }
+}
+RULES
+dropped() { ip netns exec "$ns" nft list counter inet fw dropped | awk '/packets/ {print $2}'; }
+
+TL=$(echo "$tl" | tr a-z A-Z)
+export UCX_NET_DEVICES=lo UCX_TLS=$tl,self
+# A dead peer is declared within seconds (blocked mode), not after the defaults' 5 s / 30 s.
+export UCX_RC_ROCE_PEER_TIMEOUT=2s UCX_UD_ROCE_TIMEOUT=3s
+case $mode in
+range|mpi) export "UCX_${TL}_PORT_RANGE=47000-47015" ;;
+full)    export "UCX_${TL}_PORT_RANGE=47000-47001" ;;
+blocked) unset "UCX_${TL}_PORT_RANGE" ;;
+esac
+echo "[ports] $tl in a namespace whose firewall drops UDP outside 47000-47015;" \
+     "UCX_${TL}_PORT_RANGE=$(v=UCX_${TL}_PORT_RANGE; echo "${!v:-unset}")"
+
+if [ "$mode" = full ]; then
+  ip netns exec "$ns" python3 -c '
+import socket, sys, time
+held = []
+for p in (47000, 47001):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", p))
+    held.append(s)
+print("held", flush=True)
+time.sleep(60)' >"$slog" 2>&1 &
+  holder=$!
+  for _ in $(seq 1 100); do grep -q held "$slog" && break; sleep 0.1; done
+  grep -q held "$slog" || { echo "[ports] FAIL: the port holder did not start"; cat "$slog"; exit 1; }
+  ip netns exec "$ns" timeout 60 ucx_info -d -t "$tl" >"$clog" 2>&1
+  irc=$?
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  want="ports 47000-47001 on 127.0.0.1 are all bound by another socket (UCX_${TL}_PORT_RANGE"
+  grep -h "$want" "$clog" | head -1
+  # ucx_info -t TL prints the transport's device, then either its capabilities or that it failed.
+  if [ $irc -ne 0 ] || grep -q "capabilities:" "$clog" || ! grep -q "failed to open interface" "$clog"; then
+    echo "[ports] FAIL: ucx_info rc=$irc, or $tl opened on a port outside the range"; tail -n 15 "$clog"; exit 1
+  fi
+  if [ "$(grep -c "$want" "$clog")" != 1 ]; then
+    echo "[ports] FAIL: not exactly one error saying \"$want\""; tail -n 15 "$clog"; exit 1
+  fi
+  echo "[ports] ok"; exit 0
+fi
+
+if [ "$mode" = mpi ]; then
+  run_mpi_test=$4 launcher=$5 program=$6
+  ip netns exec "$ns" bash "$run_mpi_test" "$launcher" 4 120 "$program"
+  mrc=$?
+  drops=$(dropped)
+  echo "[ports] mpirun rc=$mrc; the firewall dropped $drops datagrams"
+  if [ $mrc -ne 0 ] || [ "$drops" != 0 ]; then echo "[ports] FAIL"; exit 1; fi
+  echo "[ports] ok"; exit 0
+fi
+
+port=$(( 20000 + (RANDOM % 20000) ))   # ucx_perftest's own TCP connection (not filtered)
+args=(-t tag_bw -s 1048576 -n 100 -p "$port")
+ip netns exec "$ns" timeout --kill-after=5 60 ucx_perftest "${args[@]}" >"$slog" 2>&1 &
+server=$!
+crc=1
+for _ in $(seq 1 50); do
+  t0=$SECONDS
+  ip netns exec "$ns" timeout --kill-after=5 60 ucx_perftest 127.0.0.1 "${args[@]}" >"$clog" 2>&1
+  crc=$?
+  grep -q "connect() failed\|Connection refused" "$clog" || break
+  sleep 0.2
+done
+took=$(( SECONDS - t0 ))
+kill "$server" 2>/dev/null; wait "$server"; src=$?
+drops=$(dropped)
+echo "[ports] client rc=$crc after ${took} s, server rc=$src; the firewall dropped $drops datagrams"
+if [ "$mode" = range ]; then
+  tail -n 2 "$clog"
+  if [ $crc -ne 0 ] || [ "$drops" != 0 ]; then
+    echo "[ports] FAIL: the transfer inside the open range did not pass cleanly"; tail -n 15 "$clog" "$slog"; exit 1
+  fi
+else
+  # The peer is declared dead after 2-3 s here: the client must fail by then, not wait for the
+  # server's exit (60 s) — a failed endpoint whose error UCP cannot handle is fatal, as in UCX.
+  if [ $crc -eq 0 ] || [ "$drops" = 0 ]; then
+    echo "[ports] FAIL: ephemeral ports got through a firewall that drops them (the check cannot fail)"; exit 1
+  fi
+  if [ $took -ge 30 ]; then
+    echo "[ports] FAIL: the client took ${took} s to fail (hung after the peer failure)"; tail -n 15 "$clog"; exit 1
+  fi
+  grep -m 2 "failed" "$clog"
+fi
+echo "[ports] ok"
