@@ -8,8 +8,8 @@
 #   blocked  no range (ephemeral ports, the default): the firewall drops the transport's packets
 #            and the client fails (the check that this setup can fail, within the peer timeout)
 #   full     another process holds 47000-47001 and UCX_*_PORT_RANGE=47000-47001: the interface
-#            does not open (ucx_info -d: "failed to open interface"), with one error naming the
-#            setting
+#            does not open (ucx_info -d: "failed to open interface") and a UCP worker cannot be
+#            created (ucx_info -e fails), each with one error line, naming the setting
 #   mpi      UCX_*_PORT_RANGE=47000-47015: an MPI program at np 4 under real mpirun (one port per
 #            rank) passes, and the firewall dropped nothing
 # Usage: port_range_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) range|blocked|full
@@ -21,7 +21,11 @@ envfile=$1 tl=$2 mode=$3
 source "$envfile"
 ns=roce_ports.$$
 slog=$(mktemp) clog=$(mktemp)
-cleanup() { ip netns del "$ns" 2>/dev/null; rm -f "$slog" "$clog"; }
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  ip netns del "$ns" 2>/dev/null; rm -f "$slog" "$clog"
+}
 trap cleanup EXIT
 if ! ip netns add "$ns" 2>/dev/null; then
   echo "[ports] SKIP: cannot create a network namespace"; exit 77
@@ -61,21 +65,31 @@ for p in (47000, 47001):
     held.append(s)
 print("held", flush=True)
 time.sleep(60)' >"$slog" 2>&1 &
-  holder=$!
-  for _ in $(seq 1 100); do grep -q held "$slog" && break; sleep 0.1; done
+  pids+=($!)
+  for _ in $(seq 1 150); do grep -q held "$slog" && break; sleep 0.1; done
   grep -q held "$slog" || { echo "[ports] FAIL: the port holder did not start"; cat "$slog"; exit 1; }
+  want="ports 47000-47001 on 127.0.0.1 are all bound by another socket (UCX_${TL}_PORT_RANGE"
+  # one_error LOG: the log's only ERROR line is the one wanted.
+  one_error() {
+    [ "$(grep -c " ERROR " "$1")" = 1 ] && grep " ERROR " "$1" | grep -qF "$want" && return 0
+    echo "[ports] FAIL: not exactly one error line, saying \"$want\""; grep " ERROR " "$1" | head -5; return 1
+  }
+  # Interface level: ucx_info -t TL prints the device, then its capabilities or that it failed.
   ip netns exec "$ns" timeout 60 ucx_info -d -t "$tl" >"$clog" 2>&1
   irc=$?
-  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
-  want="ports 47000-47001 on 127.0.0.1 are all bound by another socket (UCX_${TL}_PORT_RANGE"
   grep -h "$want" "$clog" | head -1
-  # ucx_info -t TL prints the transport's device, then either its capabilities or that it failed.
   if [ $irc -ne 0 ] || grep -q "capabilities:" "$clog" || ! grep -q "failed to open interface" "$clog"; then
-    echo "[ports] FAIL: ucx_info rc=$irc, or $tl opened on a port outside the range"; tail -n 15 "$clog"; exit 1
+    echo "[ports] FAIL: ucx_info -d rc=$irc, or $tl opened on a port outside the range"; tail -n 15 "$clog"; exit 1
   fi
-  if [ "$(grep -c "$want" "$clog")" != 1 ]; then
-    echo "[ports] FAIL: not exactly one error saying \"$want\""; tail -n 15 "$clog"; exit 1
+  one_error "$clog" || exit 1
+  # UCP level: a worker with TL cannot be created (UCP opens every interface or none).
+  UCX_TLS=$tl,self ip netns exec "$ns" timeout 60 ucx_info -e -u t >"$clog" 2>&1
+  irc=$?
+  echo "[ports] UCP worker with UCX_TLS=$tl,self: ucx_info -e rc=$irc"
+  if [ $irc -eq 0 ] || [ $irc -eq 124 ]; then
+    echo "[ports] FAIL: a UCP worker was created (or hung) with every port of the range taken"; tail -n 15 "$clog"; exit 1
   fi
+  one_error "$clog" || exit 1
   echo "[ports] ok"; exit 0
 fi
 
@@ -93,6 +107,7 @@ port=$(( 20000 + (RANDOM % 20000) ))   # ucx_perftest's own TCP connection (not 
 args=(-t tag_bw -s 1048576 -n 100 -p "$port")
 ip netns exec "$ns" timeout --kill-after=5 60 ucx_perftest "${args[@]}" >"$slog" 2>&1 &
 server=$!
+pids+=("$server")
 crc=1
 for _ in $(seq 1 50); do
   t0=$SECONDS

@@ -30,7 +30,8 @@
       "Path MTU in bytes (RoCEv2 payload per packet): 256, 512, 1024, 2048 or 4096. auto: "   \
       "on the userspace device the largest whose packets (with RoCE, UDP and IP headers) fit " \
       "the netdev's MTU (1500 -> 1024; 9000 and loopback -> 4096), on RDMA devices the "      \
-      "port's active MTU. A value whose packets do not fit the netdev is refused (with DF "    \
+      "port's active MTU and what fits the GID's netdev (a VLAN smaller than its port). A "    \
+      "value whose packets do not fit the netdev is refused (with DF "                          \
       "set they would never leave). Two peers use the smaller of their two MTUs (rc_roce "    \
       "agrees on it when connecting, ud_roce's interface address carries it), so hosts with "  \
       "jumbo and standard frames talk at the standard one.")                                   \

@@ -404,6 +404,9 @@ ucs_status_t validate_config(const IfaceConfig& c) {
                   c.mtu);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (sw::PortRange ports; !resolve_ports(c.port_range, tl_name, ports)) {
+        return UCS_ERR_INVALID_PARAM;   // checked for every device: a typo is not silently ignored
+    }
     if (c.max_recv_msg < 256 || c.max_recv_msg > (1ul << 30)) {
         ucs_error("rc_roce: UCX_RC_ROCE_MAX_RECV_MSG=%zu out of range [256, 1G]", c.max_recv_msg);
         return UCS_ERR_INVALID_PARAM;

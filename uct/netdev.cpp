@@ -312,8 +312,10 @@ std::string ports_text(sw::PortRange p) {
 
 bool resolve_ports(const ucs_range_spec_t& r, const char* tl, sw::PortRange& out) {
     if (r.first > 65535 || r.last > 65535 || r.last < r.first || (r.first == 0 && r.last != 0)) {
-        ucs_error("%s: %s=%u-%u is not a UDP port or a range a-b of them (0: an ephemeral port)", tl,
-                  config_var(tl, "PORT_RANGE").c_str(), r.first, r.last);
+        const std::string given = r.first == r.last ? std::to_string(r.first)
+                                                    : std::to_string(r.first) + "-" + std::to_string(r.last);
+        ucs_error("%s: %s=%s is not a UDP port or a range a-b of them (0: an ephemeral port)", tl,
+                  config_var(tl, "PORT_RANGE").c_str(), given.c_str());
         return false;
     }
     out = sw::PortRange(uint16_t(r.first), uint16_t(r.last));

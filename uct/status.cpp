@@ -20,6 +20,7 @@ ucs_status_t to_ucs(Status s) {
     case Status::io_error: return UCS_ERR_IO_ERROR;
     case Status::unsupported: return UCS_ERR_UNSUPPORTED;
     case Status::busy: return UCS_ERR_BUSY;
+    case Status::reset: return UCS_ERR_CONNECTION_RESET;
     }
     return UCS_ERR_IO_ERROR;
 }

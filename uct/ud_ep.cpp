@@ -437,9 +437,14 @@ void ud_report_failures(UdIface* iface, unsigned& count) {
             set_waiting(ep);   // its flush waiters complete with the error
             ++count;
             // Not handled (UCP without error handling): fatal, as UCX's own transports make it —
-            // the endpoint's requests would otherwise wait for ever.
+            // UCP would wait for ever for replies to what was lost. A restarted peer that had
+            // taken all we sent (reset) lost nothing: the endpoint just ends.
             const ucs_status_t handled = uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
-            if (handled != UCS_OK) {
+            if (handled != UCS_OK && status == UCS_ERR_CONNECTION_RESET) {
+                ucs_diag("ud_roce: endpoint %p (to %s): %s, nothing of ours lost; it sends no more",
+                         static_cast<void*>(ep), iface->tr->peer_addr(peer).to_string().c_str(),
+                         ucs_status_string(status));
+            } else if (handled != UCS_OK) {
                 ucs_log(uct_base_iface_failure_log_level(&iface->super, handled, status),
                         "ud_roce: endpoint %p (to %s) failed: %s", static_cast<void*>(ep),
                         iface->tr->peer_addr(peer).to_string().c_str(), ucs_status_string(status));

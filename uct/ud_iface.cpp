@@ -285,6 +285,9 @@ ucs_status_t validate(const UdIfaceConfig& c) {
         ucs_error("ud_roce: UCX_UD_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto", c.mtu);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (sw::PortRange ports; !resolve_ports(c.port_range, ud_tl_name, ports)) {
+        return UCS_ERR_INVALID_PARAM;   // checked for every device: a typo is not silently ignored
+    }
     if (c.seg_size < 256 || c.seg_size > (16ul << 20)) {
         ucs_error("ud_roce: UCX_UD_ROCE_SEG_SIZE=%zu out of range [256, 16M]", c.seg_size);
         return UCS_ERR_INVALID_PARAM;

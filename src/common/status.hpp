@@ -19,6 +19,7 @@ enum class Status : int8_t {
     io_error,          // socket-level failure
     unsupported,
     busy,              // a resource another process holds (every UDP port of the range bound)
+    reset,             // the peer restarted; nothing of ours was lost with it (UCX: CONNECTION_RESET)
 };
 
 constexpr std::string_view to_string(Status s) {
@@ -36,6 +37,7 @@ constexpr std::string_view to_string(Status s) {
     case Status::io_error: return "I/O error";
     case Status::unsupported: return "unsupported";
     case Status::busy: return "in use";
+    case Status::reset: return "peer restarted";
     }
     return "unknown";
 }

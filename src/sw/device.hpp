@@ -60,7 +60,7 @@ struct FaultConfig {
     }
 };
 
-// The UDP ports a device may bind: first..last. One port (last = first) is that port or nothing;
+// The UDP ports a device may bind: first..last. One port (last <= first) is that port or nothing;
 // 0 is an ephemeral port. A range takes a free port in it (firewalls that open a range).
 struct PortRange {
     uint16_t first = 0;

@@ -143,6 +143,7 @@ Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_c
         start = unsigned(getpid());
     start %= n;
     int e = 0;
+    bool in_use = false;
     for (unsigned i = 0; i < n; ++i) {
         a.port = uint16_t(ports.first + (start + i) % n);
         len = to_sockaddr(a, ss);
@@ -151,7 +152,9 @@ Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_c
             break;
         }
         e = errno;
-        if (e != EADDRINUSE)
+        if (e == EADDRINUSE)
+            in_use = true;
+        else if (e != EACCES)   // EACCES: a privileged port of the range; the others may do
             break;
     }
     if (e != 0) {
@@ -159,9 +162,10 @@ Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_c
         fd_ = -1;
         if (e == EADDRNOTAVAIL || e == EINVAL || e == EAFNOSUPPORT)
             return Status::no_device;
-        if (e == EADDRINUSE)
+        if (in_use && (e == EADDRINUSE || e == EACCES))
             return Status::busy;   // the caller names the setting
-        ROCE_ERROR("bind(%s): %s", a.to_string().c_str(), strerror(e));
+        ROCE_ERROR("bind(%s%s): %s", a.to_string().c_str(), ports.is_range() ? ", the last port of the range tried" : "",
+                   strerror(e));
         return Status::io_error;
     }
     {   // offloads: UDP_SEGMENT 0 = "no default segmentation", accepted only where GSO exists

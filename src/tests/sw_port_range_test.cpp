@@ -21,16 +21,31 @@ using namespace roce::sw;
 
 namespace {
 
-// A plain UDP socket on 127.0.0.1:port, closed at scope end (-1 when the port is taken).
+// A UDP socket on loopback:port (127.0.0.1 or ::1), closed at scope end (-1 when the port is
+// taken). With reuseport it is what another rank's socket looks like once that rank opened a
+// sibling for a second traffic class (udp_socket.cpp sets SO_REUSEPORT on its main socket then).
 struct Blocker {
     int fd = -1;
-    explicit Blocker(uint16_t port) {
-        fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(port);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    explicit Blocker(uint16_t port, bool v6 = false, bool reuseport = false) {
+        fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+        sockaddr_storage ss{};
+        socklen_t len = 0;
+        if (v6) {
+            auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+            a->sin6_family = AF_INET6;
+            a->sin6_port = htons(port);
+            a->sin6_addr = in6addr_loopback;
+            len = sizeof(*a);
+        } else {
+            auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+            a->sin_family = AF_INET;
+            a->sin_port = htons(port);
+            a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            len = sizeof(*a);
+        }
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
             ::close(fd);
             fd = -1;
         }
@@ -79,6 +94,34 @@ TEST(SwPortRange, EveryPortTakenIsBusy) {
     EXPECT_EQ(s.fd(), -1);
     UdpSocket one;   // a single port taken: busy too, not another port
     EXPECT_EQ(one.open("127.0.0.1", PortRange(base), 0, 0), Status::busy);
+}
+
+TEST(SwPortRange, APortSharedByReuseportIsNotJoined) {
+    // The main socket binds without SO_REUSEPORT: a port another socket holds with it is busy,
+    // not a group to join (the kernel would then hand that socket's datagrams to us, or ours to it).
+    const uint16_t base = free_run(2);
+    ASSERT_NE(base, 0);
+    Blocker b0(base, false, true);
+    ASSERT_GE(b0.fd, 0);
+    UdpSocket one;
+    EXPECT_EQ(one.open("127.0.0.1", PortRange(base), 0, 0), Status::busy);
+    UdpSocket s;   // the range's other port
+    ASSERT_EQ(s.open("127.0.0.1", PortRange(base, uint16_t(base + 1)), 0, 0), Status::ok);
+    EXPECT_EQ(s.local().port, base + 1);
+}
+
+TEST(SwPortRange, Ipv6RangeSkipsTakenPorts) {
+    const uint16_t base = free_run(3);
+    ASSERT_NE(base, 0);
+    Blocker probe(base, true);
+    if (probe.fd < 0) GTEST_SKIP() << "no IPv6 loopback (::1)";
+    Blocker b1(uint16_t(base + 1), true);
+    ASSERT_GE(b1.fd, 0);
+    for (int i = 0; i < 8; ++i) {
+        UdpSocket s;
+        ASSERT_EQ(s.open("::1", PortRange(base, uint16_t(base + 2)), 0, 0), Status::ok);
+        EXPECT_EQ(s.local().port, base + 2);
+    }
 }
 
 TEST(SwPortRange, ProcessesSpreadOverTheRange) {

@@ -347,6 +347,54 @@ TEST(UdTransport, SilentPeerFailsWithinTimeout) {
     EXPECT_EQ(sa.failures.size(), 1u);
 }
 
+// Another process at a peer's address (a new sender id: a rank restarted on the same port, which
+// a narrow UCX_*_PORT_RANGE makes likely) ends the old peer: `reset` when the old one had
+// acknowledged everything we sent (nothing lost: the glue does not abort UCP for it), `timeout`
+// when some of it was not (what UCP waits for will never come: fatal without error handling).
+TEST(UdTransport, RestartedPeerIsResetUnlessDataWasLost) {
+    for (const bool lost : {false, true}) {
+        SCOPED_TRACE(lost ? "a message unacknowledged" : "everything acknowledged");
+        Link l;
+        Sink sa, sb, sb2;
+        auto a = make(std::make_unique<LinkQp>(l, 0), sa);
+        auto b = make(std::make_unique<LinkQp>(l, 1), sb);
+        stream(*a, *b, sb, 5);
+        expect_all(sb, 5);
+        const auto to_b = a->peer(b->address());
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!a->flushed(to_b) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+            a->progress();
+            b->progress();
+        }
+        ASSERT_TRUE(a->flushed(to_b));
+        if (lost) {   // one more message that the old process never sees
+            l.cut = true;
+            uint8_t x = 7;
+            iovec iov{&x, 1};
+            ASSERT_EQ(a->send_am(to_b, 1, &iov, 1), Status::ok);
+            a->progress();
+            l.cut = false;
+        }
+        const uint32_t old_id = b->sender_id();
+        b.reset();
+        l.q[0].clear();
+        l.q[1].clear();
+        auto b2 = make(std::make_unique<LinkQp>(l, 1), sb2);
+        ASSERT_NE(b2->sender_id(), old_id);
+        const auto to_a = b2->peer(a->address());
+        uint8_t y = 9;
+        iovec iov{&y, 1};
+        ASSERT_EQ(b2->send_am(to_a, 2, &iov, 1), Status::ok);
+        for (int i = 0; i < 20 && sa.failures.empty(); ++i) {
+            b2->progress();
+            a->progress();
+        }
+        ASSERT_EQ(sa.failures.size(), 1u);
+        EXPECT_EQ(sa.failures[0], lost ? Status::timeout : Status::reset);
+        EXPECT_EQ(a->send_am(to_b, 0, &iov, 1), sa.failures[0]);   // the old peer stays ended
+    }
+}
+
 TEST(UdTransport, ProbeOfLivePeerIsAcknowledged) {
     Link l;
     Sink sa, sb;

@@ -309,11 +309,12 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     if (p.remote_id != h.sender_id) {
         if (p.remote_id != 0) {
             // Another process now answers at this address: what we sent and received belongs to
-            // the one that is gone.
+            // the one that is gone. If it had acknowledged all we sent, nothing was lost (reset:
+            // UCP without error handling is not aborted for it, as for UCX's ud); else timeout.
             ++stats_.restarted_peers;
             ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(),
                       p.remote_id, h.sender_id);
-            fail(id, Status::timeout);
+            fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset);
             return;
         }
         p.remote_id = h.sender_id;

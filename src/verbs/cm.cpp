@@ -85,7 +85,7 @@ void set_scope(sockaddr_storage& ss, const std::string& ndev) {
 }
 } // namespace
 
-ConnPriv DeviceImpl::conn_priv() const {
+ConnPriv DeviceImpl::conn_priv(ibv_mtu own) const {
     ConnPriv cp{};
     cp.magic = htonl(conn_magic);
     cp.version = htonl(conn_version);
@@ -94,12 +94,21 @@ ConnPriv DeviceImpl::conn_priv() const {
     cp.flags = conn_flag_tc | conn_flag_port | conn_flag_mtu;
     cp.listen_port[0] = uint8_t(addr_.port >> 8);
     cp.listen_port[1] = uint8_t(addr_.port);
-    cp.mtu = uint8_t(own_mtu());
+    cp.mtu = uint8_t(own);
     return cp;
 }
 
-ibv_mtu DeviceImpl::own_mtu() const {
-    return std::min(mtu_enum(cfg_.mtu), port_attr_.active_mtu);
+// The entry's netdev counts too (netdev_mtu_cap: a VLAN smaller than the port). rdma_cm counts
+// the active side's netdev (its route) but gives the passive side the requester's path MTU, so
+// each side says its own, read when the connection is made (the netdev may have changed since
+// the device opened).
+ibv_mtu DeviceImpl::own_mtu(int sgid_index) const {
+    const ibv_mtu m = std::min(mtu_enum(cfg_.mtu), port_attr_.active_mtu);
+    const auto& gids = gid_ctx_.port.gids;
+    if (sgid_index < 0 || size_t(sgid_index) >= gids.size())
+        return m;
+    const gid::GidEntry& e = gids[size_t(sgid_index)];
+    return std::min(m, netdev_mtu_cap(e.ndev, e.ip().family() == gid::Family::inet6));
 }
 
 uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) {
@@ -311,13 +320,16 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
         if (q.sgid_index >= 0)
             a.ah_attr.grh.sgid_index = uint8_t(q.sgid_index);
         const ibv_mtu from_cm = a.path_mtu;
-        a.path_mtu = std::min(a.path_mtu, own_mtu());
+        // The passive side learns its entry here (the REQ's destination); the REP says the result.
+        q.own_mtu = uint8_t(own_mtu(int(a.ah_attr.grh.sgid_index)));
+        a.path_mtu = std::min(a.path_mtu, ibv_mtu(q.own_mtu));
         if (q.peer_mtu)
             a.path_mtu = std::min(a.path_mtu, ibv_mtu(q.peer_mtu));
-        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s, path MTU %u (rdma_cm %u, peer's port %u)",
+        ROCE_INFO("verbs: QP %u (%s) -> %s: sgid index %u, %s, path MTU %u (rdma_cm %u, ours %u, peer's %u)",
                   q.qpn, q.passive ? "passive" : "active", q.peer.to_string().c_str(),
                   unsigned(a.ah_attr.grh.sgid_index), q.tc.str().c_str(), mtu_bytes(a.path_mtu),
-                  mtu_bytes(from_cm), q.peer_mtu ? mtu_bytes(ibv_mtu(q.peer_mtu)) : 0);
+                  mtu_bytes(from_cm), mtu_bytes(ibv_mtu(q.own_mtu)),
+                  q.peer_mtu ? mtu_bytes(ibv_mtu(q.peer_mtu)) : 0);
     } else if (state == IBV_QPS_RTS) {
         a.timeout = cfg_.ack_timeout;
         a.retry_cnt = uint8_t(std::min<uint32_t>(cfg_.retry_count, 7));
@@ -395,7 +407,7 @@ void DeviceImpl::cm_accept(rdma_cm_id* id, const void* priv, size_t priv_len, ui
     p.rnr_retry_count = uint8_t(std::min<uint32_t>(cfg_.rnr_retry, 7));
     p.qp_num = q->qpn;
     p.srq = 1;
-    const ConnPriv rep = conn_priv();
+    const ConnPriv rep = conn_priv(ibv_mtu(q->own_mtu));
     p.private_data = &rep;
     p.private_data_len = sizeof(rep);
     if (rdma_accept(id, &p) != 0) {
@@ -441,7 +453,8 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
             cm_fail_connect(*q, Status::io_error, "QP to INIT failed");
             return;
         }
-        const ConnPriv cp = conn_priv();
+        q->own_mtu = uint8_t(own_mtu(q->sgid_index));
+        const ConnPriv cp = conn_priv(ibv_mtu(q->own_mtu));
         rdma_conn_param p{};
         p.private_data = &cp;
         p.private_data_len = sizeof(cp);

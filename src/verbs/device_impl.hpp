@@ -212,6 +212,7 @@ struct VQp {
     std::string sgid_ndev;       // its netdev (scope of a link-local peer)
     gid::TrafficClass tc;        // negotiated class of the connection (both directions)
     uint8_t peer_mtu = 0;        // ibv_mtu the peer's port takes (ConnPriv), 0: not said
+    uint8_t own_mtu = 0;         // ibv_mtu we said (own_mtu(): our side of the GID in use)
     VQpStats st{};
     // Congestion control (verbs/congestion.cpp): bytes of posted, not completed WRs; bytes posted
     // unsignaled since the last signaled WR.
@@ -343,9 +344,9 @@ public:
                    uint8_t init_depth);
     bool cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quiet = false);
     int resolve_attempt_ms() const { return int(std::max<uint32_t>(100, cfg_.connect_timeout_ms / 4)); }
-    ConnPriv conn_priv() const;                   // what we send in REQ and REP
+    ConnPriv conn_priv(ibv_mtu own) const;        // what we send in REQ and REP
     gid::TrafficClass negotiate_tc(const void* priv, size_t priv_len) const;   // with the peer's advert
-    ibv_mtu own_mtu() const;                                      // UCX_RC_ROCE_MTU and the port's
+    ibv_mtu own_mtu(int sgid_index) const;        // UCX_RC_ROCE_MTU, the port's, the GID's netdev's
     uint8_t peer_mtu(const void* priv, size_t priv_len);          // the peer's (ConnPriv), 0: not said
     bool validate_gid(const gid::GidEntry& e, std::string& why);   // an address handle can be made
     void cm_fail_connect(VQp& q, Status st, const char* why);

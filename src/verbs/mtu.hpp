@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <infiniband/verbs.h>
+#include <string>
 
 namespace roce::verbs {
 
@@ -20,5 +21,11 @@ inline ibv_mtu mtu_enum(uint32_t mtu) {
     default: return IBV_MTU_4096;
     }
 }
+
+// The largest path MTU whose RoCE packets fit netdev `ndev`'s MTU as it is now (sysfs), 4096 when
+// it cannot be read. rxe sizes its port by its lower netdev only: a VLAN (or macvlan) on it with
+// a smaller MTU drops port-sized packets (DF), so a QP using that netdev's GID must stay below
+// this as well as the port's active MTU (ports.cpp).
+ibv_mtu netdev_mtu_cap(const std::string& ndev, bool ipv6);
 
 } // namespace roce::verbs

@@ -11,9 +11,22 @@
 #include <memory>
 
 #include "common/log.hpp"
+#include "gid/netdev.hpp"
+#include "gid/sysroot.hpp"
 #include "verbs/mtu.hpp"
 
 namespace roce::verbs {
+
+ibv_mtu netdev_mtu_cap(const std::string& ndev, bool ipv6) {
+    if (ndev.empty() || ndev.find('/') != std::string::npos)
+        return IBV_MTU_4096;
+    const auto text = gid::SysRoot("/").read("sys/class/net/" + ndev + "/mtu");
+    const unsigned long nd_mtu = text ? std::strtoul(text->c_str(), nullptr, 10) : 0;
+    if (nd_mtu == 0)
+        return IBV_MTU_4096;
+    const unsigned fit = gid::largest_roce_mtu(unsigned(std::min<unsigned long>(nd_mtu, 1u << 20)), ipv6);
+    return fit >= 256 ? mtu_enum(fit) : IBV_MTU_256;
+}
 
 std::vector<PortStatus> query_ports() {
     std::vector<PortStatus> out;

@@ -30,7 +30,7 @@ public:
         d.qpn = qp_->qp_num;
         return d;
     }
-    uint32_t max_msg() const override { return mtu_; }
+    uint32_t max_msg() const override { return send_mtu_; }
     Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
                      const uint32_t* imm) override;
     unsigned progress() override;
@@ -59,7 +59,8 @@ private:
     UdConfig cfg_;
     std::shared_ptr<PdImpl> pd_;
     GidChoice gid_;
-    uint32_t mtu_ = 0;
+    uint32_t mtu_ = 0;        // the port's active MTU: receive buffer payload
+    uint32_t send_mtu_ = 0;   // largest datagram we send: also the GID's netdev's (init)
     uint32_t max_inline_ = 0;   // what the QP granted
     uint32_t max_sge_ = 1;      // send gather entries the QP granted (inline sends use them)
     uint32_t signal_every_ = 1;
@@ -96,6 +97,9 @@ Status UdQpImpl::init() {
     mtu_ = mtu_bytes(pa.active_mtu);
     if (Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_); s != Status::ok)
         return s;
+    // Receive buffers take what the port may deliver; our datagrams (and, through our address,
+    // the peers' to us) fit the GID's netdev too.
+    send_mtu_ = std::min(mtu_, mtu_bytes(netdev_mtu_cap(gid_.ndev, gid_.addr.family == AF_INET6)));
     channel_.reset(ibv_create_comp_channel(ctx));
     if (!channel_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_comp_channel failed: %s", name, std::strerror(errno));
@@ -219,7 +223,7 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
     size_t total = 0;
     for (size_t i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
-    if (total > mtu_ || dest.qpn == 0 || dest.qpn > 0xffffff)
+    if (total > send_mtu_ || dest.qpn == 0 || dest.qpn > 0xffffff)
         return Status::invalid_param;
     if (sq_head_ - sq_tail_ == cfg_.sq_depth) {
         progress();   // retires what completed (receives wait in rq_)

@@ -32,6 +32,9 @@
 #   gid.mtu.*          vA at MTU 9000 (rxeA: 4096), vB at 1500 (rxeB: 1024): UCP tag_bw 1 MiB each way
 #                      over rc_roce and ud_roce delivers, and rc_roce's QPs (both ends, both
 #                      connections) run at path MTU 1024
+#   gid.vlan_mtu.*     vA and vB at 9000 (both rxe ports 4096), VLAN 100 at 9000 on vA and 1500 on
+#                      vB: UCP tag_bw 1 MiB each way over rc_roce and ud_roce on the VLAN entries
+#                      delivers, and every rc_roce QP runs at path MTU 1024
 #   gid.bad_settings   a GID index out of range, a netdev not in the table, RoCE v1: one-line errors
 #                      naming the setting and the valid choices
 # Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos,
@@ -323,6 +326,49 @@ gid_group() {
       fi
       ip link set vA mtu 1500
     fi
+
+    # ---- a VLAN smaller than its port: vA and vB at MTU 9000 (both rxe ports 4096), VLAN 100 at
+    # 9000 on vA and 1500 on vB. rxe sizes its port by the lower netdev only, and rdma_cm gives
+    # the passive side the requester's path MTU: a connection made from rxeA over the VLANs ran at
+    # 4096 on both ends, and rxeB's 4096-byte packets (its RDMA READ responses) leave vB.100 with
+    # DF and are dropped. Each side now takes its GID entry's netdev MTU into what it says.
+    if T=10 step gid.vlan_mtu.setup sh -c 'ip link set vA mtu 9000 && ip link set vB mtu 9000 &&
+                                           ip link set vA.100 mtu 9000 && ip link set vB.100 mtu 1500'; then
+      for ((i = 0; i < 50; i++)); do
+        ibv_devinfo -d rxeA | grep -q "active_mtu:.*4096" && ibv_devinfo -d rxeB | grep -q "active_mtu:.*4096" && break
+        nap 0.1
+      done
+      if ibv_devinfo -d rxeA | grep -q "active_mtu:.*4096" && ibv_devinfo -d rxeB | grep -q "active_mtu:.*4096"; then
+        local dir f bad="" ia ib
+        ia=$(gid_index_of rxeA "$(gid_hex $GID_VA_IP)" vA.100) ib=$(gid_index_of rxeB "$(gid_hex $GID_VB_IP)" vB.100)
+        for dir in A_to_B B_to_A; do   # the client (tag_bw's sender) on rxeA, then on rxeB
+          local s=${dir:5:1} c=${dir:0:1} si ci
+          [ "$s" = A ] && { si=$ia; ci=$ib; } || { si=$ib; ci=$ia; }
+          port=$((port + 1))
+          SRV=(env "UCX_NET_DEVICES=rxe$s:1" "UCX_RC_ROCE_GID_NETDEV=v$s.100" UCX_TLS=rc_roce,self
+               ucx_perftest -p "$port")
+          CLI=(env "UCX_NET_DEVICES=rxe$c:1" "UCX_RC_ROCE_GID_NETDEV=v$c.100" UCX_TLS=rc_roce,self
+               ucx_perftest -p "$port" localhost -t tag_bw -s 1048576 -n 3)
+          T=60 pair "gid.vlan_mtu.rc_roce.$dir" "$port"
+          # ud_roce on verbs takes its entry by index (the VLAN's): its datagrams fit the VLAN.
+          port=$((port + 1))
+          SRV=(env "UCX_NET_DEVICES=rxe$s:1" "UCX_UD_ROCE_GID_INDEX=$si" UCX_TLS=ud_roce,self
+               ucx_perftest -p "$port")
+          CLI=(env "UCX_NET_DEVICES=rxe$c:1" "UCX_UD_ROCE_GID_INDEX=$ci" UCX_TLS=ud_roce,self
+               ucx_perftest -p "$port" localhost -t tag_bw -s 1048576 -n 3)
+          T=60 pair "gid.vlan_mtu.ud_roce.$dir" "$port"
+        done
+        for f in "$LOGDIR"/gid.vlan_mtu.rc_roce.?_to_?*; do
+          mtus=$(grep -ho "path MTU [0-9]*" "$f" | sort -u | tr '\n' ' ')
+          [ "$mtus" = "path MTU 1024 " ] || bad+=" ${f##*/}: '${mtus}'"
+        done
+        say "rc_roce QPs over VLANs of MTU 9000 and 1500 on 9000-byte ports:${bad:- all at path MTU 1024}"
+        [ -z "$bad" ] || fail_step gid.vlan_mtu.qps "QPs not all at path MTU 1024:$bad"
+      else
+        fail_step gid.vlan_mtu.setup "the rxe ports' active MTU did not become 4096"
+      fi
+    fi
+    ip link set vA.100 mtu 1500; ip link set vB.100 mtu 1500; ip link set vA mtu 1500; ip link set vB mtu 1500
   fi
   gid_tc_cleanup
 
