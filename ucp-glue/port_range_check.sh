@@ -31,17 +31,10 @@ if ! ip netns add "$ns" 2>/dev/null; then
   echo "[ports] SKIP: cannot create a network namespace"; exit 77
 fi
 ip -n "$ns" link set lo up || exit 1
-command -v nft >/dev/null || { echo "[ports] FAIL: nft not found (cmake/setup.sh installs nftables)"; exit 1; }
-ip netns exec "$ns" nft -f - <<'RULES' || { echo "[ports] FAIL: cannot load the nftables rules"; exit 1; }
-table inet fw {
-  counter dropped {}
-  chain in {
-    type filter hook input priority 0; policy accept;
-    udp dport != 47000-47015 counter name dropped drop
-  }
-}
-RULES
-dropped() { ip netns exec "$ns" nft list counter inet fw dropped | awk '/packets/ {print $2}'; }
+# shellcheck source=firewall.sh
+source "$(dirname "$0")/firewall.sh"
+firewall_up "$ns" || exit 1
+dropped() { firewall_dropped "$ns"; }
 
 TL=$(echo "$tl" | tr a-z A-Z)
 export UCX_NET_DEVICES=lo UCX_TLS=$tl,self

@@ -30,19 +30,20 @@
       "Path MTU in bytes (RoCEv2 payload per packet): 256, 512, 1024, 2048 or 4096. auto: "   \
       "on the userspace device the largest whose packets (with RoCE, UDP and IP headers) fit " \
       "the netdev's MTU (1500 -> 1024; 9000 and loopback -> 4096), on RDMA devices the "      \
-      "port's active MTU and what fits the GID's netdev (a VLAN smaller than its port). A "    \
-      "value whose packets do not fit the netdev is refused (with DF "                          \
-      "set they would never leave). Two peers use the smaller of their two MTUs (rc_roce "    \
-      "agrees on it when connecting, ud_roce's interface address carries it), so hosts with "  \
-      "jumbo and standard frames talk at the standard one.")                                   \
+      "port's active MTU and what fits the GID's netdev (a VLAN smaller than its port). On "  \
+      "the userspace device a value whose packets do not fit the netdev is refused (with DF "  \
+      "set they would never leave); an RDMA port takes the smaller. Two peers use the "       \
+      "smaller of their two MTUs (rc_roce agrees on it when connecting, ud_roce's interface "  \
+      "address carries it), so hosts with jumbo and standard frames talk at the standard "     \
+      "one.")                                                                                  \
     X(port_range, ucs_range_spec_t, "PORT_RANGE", "0", RANGE_SPEC,                             \
       "UDP port(s) the userspace device binds, as UCX_TCP_PORT_RANGE: 0 lets the kernel pick " \
       "an ephemeral one; a single port binds exactly it (one interface per host address, "     \
       "e.g. 4791 to be reached by kernel rxe or an RDMA NIC); a range a-b (for a firewall "   \
       "that opens one) binds a free port of it, each tried once from a random one. Every "    \
       "interface of every process on a host address needs its own port; when none is free "   \
-      "the interface does not open, with an error naming the range. RDMA devices ignore it "  \
-      "(their RoCEv2 port is 4791).")                                                          \
+      "the interface does not open, with an error naming the range. RDMA devices do not use " \
+      "it (their RoCEv2 port is 4791; the value is still checked).")                          \
     X(fault_drop, double, "FAULT_DROP", "0", DOUBLE,                                           \
       "Fault injection (tests only): probability in [0,1] to drop a transmitted packet.")     \
     X(fault_duplicate, double, "FAULT_DUPLICATE", "0", DOUBLE,                                 \

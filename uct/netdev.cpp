@@ -305,20 +305,18 @@ std::string config_var(const char* tl, const char* name) {
     return var;
 }
 
-std::string ports_text(sw::PortRange p) {
-    return p.is_range() ? std::to_string(p.first) + "-" + std::to_string(p.last) : std::to_string(p.first);
-}
 } // namespace
 
 bool resolve_ports(const ucs_range_spec_t& r, const char* tl, sw::PortRange& out) {
-    if (r.first > 65535 || r.last > 65535 || r.last < r.first || (r.first == 0 && r.last != 0)) {
+    const std::optional<sw::PortRange> p = sw::make_port_range(r.first, r.last);
+    if (!p) {
         const std::string given = r.first == r.last ? std::to_string(r.first)
                                                     : std::to_string(r.first) + "-" + std::to_string(r.last);
         ucs_error("%s: %s=%s is not a UDP port or a range a-b of them (0: an ephemeral port)", tl,
                   config_var(tl, "PORT_RANGE").c_str(), given.c_str());
         return false;
     }
-    out = sw::PortRange(uint16_t(r.first), uint16_t(r.last));
+    out = *p;
     return true;
 }
 
@@ -327,10 +325,10 @@ ucs_status_t device_open_failed(const char* tl, const char* dev, const std::stri
     if (s == Status::busy) {
         ucs_error("%s: cannot open device %s: UDP %s %s on %s %s bound by another socket (%s; every "
                   "interface of every process on that address needs its own port)", tl, dev,
-                  ports.is_range() ? "ports" : "port", ports_text(ports).c_str(), ip.c_str(),
+                  ports.is_range() ? "ports" : "port", ports.str().c_str(), ip.c_str(),
                   ports.is_range() ? "are all" : "is", config_var(tl, "PORT_RANGE").c_str());
     } else {
-        ucs_error("%s: cannot open device %s (%s port %s): %s", tl, dev, ip.c_str(), ports_text(ports).c_str(),
+        ucs_error("%s: cannot open device %s (%s port %s): %s", tl, dev, ip.c_str(), ports.str().c_str(),
                   std::string(to_string(s)).c_str());
     }
     return to_ucs(s);

@@ -438,12 +438,14 @@ void ud_report_failures(UdIface* iface, unsigned& count) {
             ++count;
             // Not handled (UCP without error handling): fatal, as UCX's own transports make it —
             // UCP would wait for ever for replies to what was lost. A restarted peer that had
-            // taken all we sent (reset) lost nothing: the endpoint just ends.
+            // taken all we sent (reset) lost nothing of ours; as with UCX's ud the endpoint just
+            // ends, but a reply the old process owed (a rendezvous, a sync send) will not come.
             const ucs_status_t handled = uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
             if (handled != UCS_OK && status == UCS_ERR_CONNECTION_RESET) {
-                ucs_diag("ud_roce: endpoint %p (to %s): %s, nothing of ours lost; it sends no more",
-                         static_cast<void*>(ep), iface->tr->peer_addr(peer).to_string().c_str(),
-                         ucs_status_string(status));
+                ucs_warn("ud_roce: endpoint %p (to %s): the peer process was replaced; all we sent had "
+                         "arrived, but a reply it still owed will never come (UCP without error handling "
+                         "cannot fail such requests)", static_cast<void*>(ep),
+                         iface->tr->peer_addr(peer).to_string().c_str());
             } else if (handled != UCS_OK) {
                 ucs_log(uct_base_iface_failure_log_level(&iface->super, handled, status),
                         "ud_roce: endpoint %p (to %s) failed: %s", static_cast<void*>(ep),

@@ -8,6 +8,7 @@
 
 #include "common/status.hpp"
 #include "gid/config.hpp"
+#include "sw/device.hpp"
 
 namespace roce::doctor {
 
@@ -27,6 +28,11 @@ int devices_main(int argc, char** argv);
 // without the prefix) over them. Errors: invalid_param, one line in `err`.
 Status load_gid_config(const std::vector<std::pair<std::string, std::string>>& extra, gid::GidConfig& cfg,
                        std::string& err);
+
+// The UDP ports the doctor's userspace devices bind, as the transports would: rc from
+// UCX_RC_ROCE_PORT_RANGE, ud from UCX_UD_ROCE_PORT_RANGE (unset: ephemeral), both replaced by
+// `override_text` (--port-range) when it is not null. Errors: invalid_param, one line in `err`.
+Status doctor_port_ranges(const char* override_text, sw::PortRange& rc, sw::PortRange& ud, std::string& err);
 
 // v as a JSON string literal (quotes and escapes included).
 std::string json_string(const std::string& v);

@@ -23,12 +23,14 @@ namespace roce::doctor {
 void check_usage(FILE* f) {
     std::fprintf(f,
                  "usage: roce_doctor check PEER [--port P] [--json] [--netdev IF] [--dev RDMA_DEV[:PORT]] [--mtu N]\n"
+                 "                               [--port-range A-B]\n"
                  "  Checks the path to a `roce_doctor serve` on PEER (TCP/UDP port P, default %u), one line\n"
                  "  per check: reachability (route, control connection), netdev_mtu (local vs server netdev),\n"
                  "  path_mtu (largest DF datagram vs our RoCEv2 packets: RoCE MTU N, default UCX_RC_ROCE_MTU\n"
                  "  or auto: what fits the egress netdev, + headers), rc_sw and ud_sw (ping-pongs over the\n"
                  "  userspace device), rc_verbs (over the RDMA port --dev, else the first active one).\n"
-                 "  --netdev: leave through IF.\n"
+                 "  --netdev: leave through IF. --port-range: the UDP ports the userspace device binds (as\n"
+                 "  UCX_RC_ROCE_PORT_RANGE / UCX_UD_ROCE_PORT_RANGE, which are the defaults; a firewall's).\n"
                  "  Exit 0 if no check failed, 1 if one did, 2 on usage errors.\n",
                  unsigned(default_port));
 }
@@ -47,6 +49,7 @@ struct CheckOptions {
     std::string netdev;
     std::string dev;
     uint32_t roce_mtu = 0;   // 0: auto, as the transports pick it (the largest that fits the egress netdev)
+    sw::PortRange rc_ports, ud_ports;   // what the userspace device binds for rc_sw / ud_sw
 };
 
 enum class Verdict { ok, fail, skip };
@@ -204,8 +207,8 @@ private:
         const SockAddr src = SockAddr::from(local_, 0);
         PmtuResult res;
         std::string err;
-        if (probe_path_mtu(SockAddr::from(peer_, uint16_t(*udp_port)), &src, local_mtu() ? local_mtu() : 65535, res, err) !=
-            Status::ok)
+        if (probe_path_mtu(SockAddr::from(peer_, uint16_t(*udp_port)), &src, opt_.rc_ports,
+                           local_mtu() ? local_mtu() : 65535, res, err) != Status::ok)
             return add("path_mtu", Verdict::fail, err);
         std::string detail = "path MTU " + std::to_string(res.path_mtu) + " bytes (" + std::to_string(res.probes) +
                              " DF probes)";
@@ -249,9 +252,11 @@ private:
         sw::DeviceConfig cfg;
         cfg.ip = local_.str();
         cfg.mtu = opt_.roce_mtu;
+        cfg.ports = opt_.rc_ports;
         std::unique_ptr<sw::Device> dev;
         if (Status s = sw::Device::open(cfg, sw::Pd::create(), dev); s != Status::ok)
-            return add("rc_sw", Verdict::fail, "cannot open the userspace device on " + cfg.ip + ": " + std::string(to_string(s)));
+            return add("rc_sw", Verdict::fail, "cannot open the userspace device on " + cfg.ip + " (UDP port " +
+                                                   cfg.ports.str() + "): " + std::string(to_string(s)));
         PingReport rep;
         if (rc_pingpong(*dev, wire_addr(*ip, uint16_t(*port)), {{8, 200}, {65536, 20}}, pingpong_timeout_s, rep, err) !=
             Status::ok)
@@ -269,9 +274,11 @@ private:
         sw::UdQpConfig cfg;
         cfg.ip = local_.str();
         cfg.mtu = opt_.roce_mtu;
+        cfg.ports = opt_.ud_ports;
         std::unique_ptr<ud::DatagramQp> qp;
         if (Status s = sw::open_ud_qp(cfg, qp); s != Status::ok)
-            return add("ud_sw", Verdict::fail, "cannot open a UD QP on " + cfg.ip + ": " + std::string(to_string(s)));
+            return add("ud_sw", Verdict::fail, "cannot open a UD QP on " + cfg.ip + " (UDP port " + cfg.ports.str() +
+                                                   "): " + std::string(to_string(s)));
         const ud::UdAddr peer{wire_addr(*ip, uint16_t(*port)), uint32_t(*qpn)};
         PingReport rep;
         const size_t big = qp->max_payload();
@@ -323,6 +330,7 @@ int check_main(int argc, char** argv) {
     // The MTU rc_roce would use: UCX_RC_ROCE_MTU, overridden by --mtu.
     const char* env_mtu = std::getenv("UCX_RC_ROCE_MTU");
     std::string mtu_text = env_mtu ? env_mtu : "", mtu_from = "UCX_RC_ROCE_MTU=";
+    std::optional<std::string> port_range;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-h" || a == "--help") { check_usage(stdout); return 0; }
@@ -335,7 +343,7 @@ int check_main(int argc, char** argv) {
             opt.peer = a;
             continue;
         }
-        if (a != "--port" && a != "--netdev" && a != "--dev" && a != "--mtu") {
+        if (a != "--port" && a != "--netdev" && a != "--dev" && a != "--mtu" && a != "--port-range") {
             std::fprintf(stderr, "roce_doctor check: unknown option '%s'\n", a.c_str());
             check_usage(stderr);
             return 2;
@@ -348,6 +356,7 @@ int check_main(int argc, char** argv) {
         if (a == "--netdev") opt.netdev = v;
         else if (a == "--dev") opt.dev = v;
         else if (a == "--mtu") { mtu_text = v; mtu_from = "--mtu "; }
+        else if (a == "--port-range") port_range = v;
         else {
             char* end = nullptr;
             const unsigned long n = std::strtoul(v.c_str(), &end, 10);
@@ -372,6 +381,11 @@ int check_main(int argc, char** argv) {
             return 2;
         }
         opt.roce_mtu = uint32_t(n);
+    }
+    if (std::string err; doctor_port_ranges(port_range ? port_range->c_str() : nullptr, opt.rc_ports, opt.ud_ports,
+                                            err) != Status::ok) {
+        std::fprintf(stderr, "roce_doctor check: %s\n", err.c_str());
+        return 2;
     }
     if (!opt.netdev.empty()) {
         gid::NetModel net;

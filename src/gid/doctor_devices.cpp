@@ -27,6 +27,26 @@
 
 namespace roce::doctor {
 
+Status doctor_port_ranges(const char* override_text, sw::PortRange& rc, sw::PortRange& ud, std::string& err) {
+    const std::pair<const char*, sw::PortRange*> vars[] = {{"UCX_RC_ROCE_PORT_RANGE", &rc},
+                                                            {"UCX_UD_ROCE_PORT_RANGE", &ud}};
+    for (const auto& [var, out] : vars) {
+        const char* text = override_text ? override_text : std::getenv(var);
+        const std::string from = override_text ? "--port-range " : std::string(var) + "=";
+        if (text == nullptr || *text == '\0') {
+            *out = sw::PortRange();
+            continue;
+        }
+        const auto r = sw::parse_port_range(text);
+        if (!r) {
+            err = from + text + ": not a UDP port or a range a-b of them (0: an ephemeral port)";
+            return Status::invalid_param;
+        }
+        *out = *r;
+    }
+    return Status::ok;
+}
+
 Status load_gid_config(const std::vector<std::pair<std::string, std::string>>& extra, gid::GidConfig& cfg,
                        std::string& err) {
     // Environment first, then `extra` (--set): later settings override earlier ones, and the

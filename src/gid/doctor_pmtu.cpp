@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "sw/udp_socket.hpp"
+
 namespace roce::doctor {
 
 namespace {
@@ -80,12 +82,20 @@ private:
 
 } // namespace
 
-Status probe_path_mtu(const SockAddr& server, const SockAddr* src, unsigned max_ip_bytes, PmtuResult& out,
-                      std::string& err) {
+Status probe_path_mtu(const SockAddr& server, const SockAddr* src, sw::PortRange ports, unsigned max_ip_bytes,
+                      PmtuResult& out, std::string& err) {
     out = PmtuResult{};
     const gid::Family fam = server.ip().family();
     Fd fd;
-    if (Status s = udp_socket(server.family(), src, true, fd, err); s != Status::ok) return s;
+    if (Status s = udp_socket(server.family(), nullptr, true, fd, err); s != Status::ok) return s;
+    if (src) {
+        SockAddr at = *src;
+        bool in_use = false;
+        if (const int e = sw::bind_in_range(fd.get(), at.ss, at.len, ports, in_use); e != 0) {
+            err = "bind UDP to " + at.ip().str() + " port " + ports.str() + ": " + std::strerror(e);
+            return Status::io_error;
+        }
+    }
     Prober prober(fd.get(), server, fam, out);
     const unsigned min_ip = fam == gid::Family::inet ? 576 : 1280;   // every path must carry these
     const unsigned max_ip = std::clamp(max_ip_bytes, min_ip, 65535u);

@@ -20,6 +20,7 @@
 #include "gid/doctor_net.hpp"
 #include "gid/ip.hpp"
 #include "gid/netdev.hpp"
+#include "sw/device.hpp"
 
 namespace roce::doctor {
 
@@ -40,11 +41,12 @@ struct PmtuResult {
     unsigned lost = 0;       // sizes that got no acknowledgement (too big, or lost 3 times)
 };
 
-// Probes `server` from a DF socket (bound to `src` if given) between the protocol minimum (576
-// IPv4 / 1280 IPv6) and max_ip_bytes (the local netdev's MTU: nothing larger can leave).
+// Probes `server` from a DF socket (bound to `src` if given, at a port of `ports`: behind a
+// firewall the acknowledgements must come back to an open port) between the protocol minimum
+// (576 IPv4 / 1280 IPv6) and max_ip_bytes (the local netdev's MTU: nothing larger can leave).
 // Errors: timeout (not even the minimum was acknowledged: err says so), io_error.
-Status probe_path_mtu(const SockAddr& server, const SockAddr* src, unsigned max_ip_bytes, PmtuResult& out,
-                      std::string& err);
+Status probe_path_mtu(const SockAddr& server, const SockAddr* src, sw::PortRange ports, unsigned max_ip_bytes,
+                      PmtuResult& out, std::string& err);
 
 // Server side: if buf[0..len) is a probe, acknowledges it to `from` over fd and returns true.
 bool answer_probe(int fd, const uint8_t* buf, size_t len, const SockAddr& from);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gid/doctor.hpp"
 #include "gid/doctor_net.hpp"
 #include "gid/doctor_pingpong.hpp"
 #include "gid/doctor_pmtu.hpp"
@@ -25,10 +26,13 @@ namespace roce::doctor {
 void serve_usage(FILE* f) {
     std::fprintf(f,
                  "usage: roce_doctor serve [--bind ADDR] [--port P] [--dev RDMA_DEV[:PORT]] [--once] [--idle S]\n"
+                 "                          [--port-range A-B]\n"
                  "  The far end of `roce_doctor check`: control connections on TCP port P (default %u) of\n"
                  "  ADDR (default: any), path-MTU probes on UDP port P, echoes over the userspace device\n"
                  "  (RC, UD) and the RDMA port (--dev, else the first active one). One client at a time;\n"
-                 "  clients silent for S seconds (15) are dropped. --once: exit after one session.\n",
+                 "  clients silent for S seconds (15) are dropped. --once: exit after one session.\n"
+                 "  --port-range: the UDP ports the userspace device binds (default UCX_RC_ROCE_PORT_RANGE\n"
+                 "  and UCX_UD_ROCE_PORT_RANGE, else ephemeral): behind a firewall, the range it opens.\n",
                  unsigned(default_port));
 }
 
@@ -40,6 +44,7 @@ struct ServeOptions {
     std::string dev;
     bool once = false;
     unsigned idle_s = 15;
+    sw::PortRange rc_ports, ud_ports;   // the userspace device's (open_devices)
 };
 
 constexpr int hello_timeout_ms = 5000;
@@ -113,23 +118,27 @@ private:
         sw::DeviceConfig cfg;
         cfg.ip = local_.str();
         cfg.mtu = mtu;
+        cfg.ports = opt_.rc_ports;
         std::unique_ptr<sw::Device> dev;
         if (Status s = sw::Device::open(cfg, sw::Pd::create(), dev); s == Status::ok) {
             reply.add("rc_ip", local_.str()).add("rc_port", std::to_string(dev->address().port));
             rc_.emplace(std::move(dev));
         } else {
-            reply.add("rc_skip", "the server cannot open the userspace device on " + cfg.ip + ": " + std::string(to_string(s)));
+            reply.add("rc_skip", "the server cannot open the userspace device on " + cfg.ip + " (UDP port " +
+                                     cfg.ports.str() + "): " + std::string(to_string(s)));
         }
         sw::UdQpConfig ucfg;
         ucfg.ip = local_.str();
         ucfg.mtu = mtu;
+        ucfg.ports = opt_.ud_ports;
         std::unique_ptr<ud::DatagramQp> qp;
         if (Status s = sw::open_ud_qp(ucfg, qp); s == Status::ok) {
             const ud::UdAddr a = qp->address();
             reply.add("ud_ip", local_.str()).add("ud_port", std::to_string(a.net.port)).add("ud_qpn", std::to_string(a.qpn));
             ud_.emplace(std::move(qp));
         } else {
-            reply.add("ud_skip", "the server cannot open a UD QP on " + ucfg.ip + ": " + std::string(to_string(s)));
+            reply.add("ud_skip", "the server cannot open a UD QP on " + ucfg.ip + " (UDP port " + ucfg.ports.str() +
+                                     "): " + std::string(to_string(s)));
         }
         VerbsPort vp;
         std::unique_ptr<RcDevice> vdev;
@@ -216,13 +225,14 @@ bool open_listeners(const ServeOptions& opt, Fd& tcp, Fd& udp, SockAddr& where, 
 
 int serve_main(int argc, char** argv) {
     ServeOptions opt;
+    const char* port_range = nullptr;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
         const char* v = nullptr;
         if (a == "-h" || a == "--help") { serve_usage(stdout); return 0; }
         if (a == "--once") { opt.once = true; continue; }
-        if (a != "--bind" && a != "--port" && a != "--dev" && a != "--idle") {
+        if (a != "--bind" && a != "--port" && a != "--dev" && a != "--idle" && a != "--port-range") {
             std::fprintf(stderr, "roce_doctor serve: unknown option '%s'\n", a.c_str());
             serve_usage(stderr);
             return 2;
@@ -235,6 +245,7 @@ int serve_main(int argc, char** argv) {
         const unsigned long n = std::strtoul(v, &end, 10);
         const bool number = *v && *end == '\0';
         if (a == "--bind") opt.bind = v;
+        else if (a == "--port-range") port_range = v;
         else if (a == "--dev") opt.dev = v;
         else if (a == "--port" && number && n > 0 && n < 65536) opt.port = uint16_t(n);
         else if (a == "--idle" && number && n > 0 && n <= 3600) opt.idle_s = unsigned(n);
@@ -246,6 +257,10 @@ int serve_main(int argc, char** argv) {
     Fd tcp, udp;
     SockAddr where;
     std::string err;
+    if (doctor_port_ranges(port_range, opt.rc_ports, opt.ud_ports, err) != Status::ok) {
+        std::fprintf(stderr, "roce_doctor serve: %s\n", err.c_str());
+        return 2;
+    }
     if (!open_listeners(opt, tcp, udp, where, err)) {
         std::fprintf(stderr, "roce_doctor serve: %s\n", err.c_str());
         return 1;

@@ -79,19 +79,23 @@ Status read_port(const SysRoot& root, std::string_view dev, unsigned port, PortI
     // gid_tbl_len is the number of gids/<i> files; indexes are dense from 0.
     const auto names = root.list(port_dir + "/gids");
     out.gids.resize(names.size());
-    for (unsigned i = 0; i < out.gids.size(); ++i) {
-        GidEntry& e = out.gids[i];
-        e.index = i;
-        const std::string idx = std::to_string(i);
-        if (auto text = root.read(port_dir + "/gids/" + idx))
-            if (auto g = Gid::parse(*text)) e.gid = *g;
-        if (e.gid.is_zero()) continue;   // unused: types/ndevs read EINVAL anyway
-        e.type_text = root.read(port_dir + "/gid_attrs/types/" + idx).value_or("");
-        if (e.type_text == "RoCE v2") e.version = RoceVersion::v2;
-        else if (e.type_text == "IB/RoCE v1" || e.type_text == "RoCE v1") e.version = RoceVersion::v1;
-        e.ndev = root.read(port_dir + "/gid_attrs/ndevs/" + idx).value_or("");
-    }
+    for (unsigned i = 0; i < out.gids.size(); ++i) out.gids[i] = read_gid_entry(root, dev, port, i);
     return Status::ok;
+}
+
+GidEntry read_gid_entry(const SysRoot& root, std::string_view dev, unsigned port, unsigned index) {
+    const std::string port_dir = "sys/class/infiniband/" + std::string(dev) + "/ports/" + std::to_string(port);
+    const std::string idx = std::to_string(index);
+    GidEntry e;
+    e.index = index;
+    if (auto text = root.read(port_dir + "/gids/" + idx))
+        if (auto g = Gid::parse(*text)) e.gid = *g;
+    if (e.gid.is_zero()) return e;   // unused: types/ndevs read EINVAL anyway
+    e.type_text = root.read(port_dir + "/gid_attrs/types/" + idx).value_or("");
+    if (e.type_text == "RoCE v2") e.version = RoceVersion::v2;
+    else if (e.type_text == "IB/RoCE v1" || e.type_text == "RoCE v1") e.version = RoceVersion::v1;
+    e.ndev = root.read(port_dir + "/gid_attrs/ndevs/" + idx).value_or("");
+    return e;
 }
 
 } // namespace roce::gid

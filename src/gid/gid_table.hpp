@@ -60,6 +60,9 @@ std::vector<unsigned> list_ports(const SysRoot& root, std::string_view dev);
 // not exist; a port that is not Ethernet reads fine (the caller decides; select rejects it).
 Status read_port(const SysRoot& root, std::string_view dev, unsigned port, PortInfo& out, std::string& err);
 
+// Entry `index` of the port's table as it is now (read_port reads them all).
+GidEntry read_gid_entry(const SysRoot& root, std::string_view dev, unsigned port, unsigned index);
+
 // "Global tclass=106" (mlx5 sysfs), optionally followed by rule lines, or a bare number.
 std::optional<uint8_t> parse_tclass_text(std::string_view text);
 

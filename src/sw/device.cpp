@@ -15,6 +15,36 @@
 
 namespace roce::sw {
 
+std::string PortRange::str() const {
+    return is_range() ? std::to_string(first) + "-" + std::to_string(last) : std::to_string(first);
+}
+
+std::optional<PortRange> make_port_range(unsigned long first, unsigned long last) {
+    if (first > 65535 || last > 65535 || last < first || (first == 0 && last != 0))
+        return std::nullopt;
+    return PortRange(uint16_t(first), uint16_t(last));
+}
+
+std::optional<PortRange> parse_port_range(std::string_view text) {
+    // One number, or two joined by '-'; digits only (strtoul would take " -5" and "+5").
+    auto number = [](std::string_view t, unsigned long& out) {
+        if (t.empty() || t.size() > 5) return false;
+        out = 0;
+        for (char c : t) {
+            if (c < '0' || c > '9') return false;
+            out = out * 10 + unsigned(c - '0');
+        }
+        return true;
+    };
+    unsigned long a = 0, b = 0;
+    const size_t dash = text.find('-');
+    if (dash == std::string_view::npos)
+        return number(text, a) ? make_port_range(a, a) : std::nullopt;
+    if (!number(text.substr(0, dash), a) || !number(text.substr(dash + 1), b))
+        return std::nullopt;
+    return make_port_range(a, b);
+}
+
 uint32_t DeviceConfig::ack_delay_limit_us() const {
     return uint32_t(std::min<uint64_t>(uint64_t(retransmit_timeout_us) * 1000, max_rto_ns) / 4000);
 }

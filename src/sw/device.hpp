@@ -19,7 +19,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <sys/uio.h>
 
 #include "cc/config.hpp"
@@ -68,7 +70,12 @@ struct PortRange {
     PortRange(uint16_t port = 0) : first(port), last(port) {}
     PortRange(uint16_t f, uint16_t l) : first(f), last(l) {}
     bool is_range() const { return last > first; }
+    std::string str() const;   // "0", "4791", "47000-47099"
 };
+// A port or range as UCX_*_PORT_RANGE takes it: first <= last <= 65535, and 0 only alone
+// (an ephemeral port). nullopt otherwise. parse: the text "N" or "A-B".
+std::optional<PortRange> make_port_range(unsigned long first, unsigned long last);
+std::optional<PortRange> parse_port_range(std::string_view text);
 
 struct DeviceConfig {
     std::string ip = "127.0.0.1";      // a local address (netdev address); IPv4 or IPv6 literal

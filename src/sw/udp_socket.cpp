@@ -107,6 +107,31 @@ void set_buffers(int fd, int rcv, int snd) {
 
 } // namespace
 
+int bind_in_range(int fd, sockaddr_storage& addr, socklen_t len, PortRange ports, bool& in_use) {
+    const unsigned n = ports.is_range() ? unsigned(ports.last - ports.first) + 1 : 1;
+    unsigned start = 0;
+    if (n > 1 && getrandom(&start, sizeof(start), GRND_NONBLOCK) != ssize_t(sizeof(start)))
+        start = unsigned(getpid());
+    start %= n;
+    in_use = false;
+    int e = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        const uint16_t port = htons(uint16_t(ports.first + (start + i) % n));
+        if (addr.ss_family == AF_INET6)
+            reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = port;
+        else
+            reinterpret_cast<sockaddr_in*>(&addr)->sin_port = port;
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0)
+            return 0;
+        e = errno;
+        if (e == EADDRINUSE)
+            in_use = true;
+        else if (e != EACCES)
+            break;
+    }
+    return e;
+}
+
 Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_class, uint8_t priority,
                        bool want_gro) {
     WireAddr a{};
@@ -134,29 +159,9 @@ Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_c
     else
         setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
     sockaddr_storage ss;
-    socklen_t len = 0;
-    // A range is tried from a random port on, each port once: ranks that start together would
-    // otherwise all race for its first ports, one bind failing after another.
-    const unsigned n = ports.is_range() ? unsigned(ports.last - ports.first) + 1 : 1;
-    unsigned start = 0;
-    if (n > 1 && getrandom(&start, sizeof(start), GRND_NONBLOCK) != ssize_t(sizeof(start)))
-        start = unsigned(getpid());
-    start %= n;
-    int e = 0;
+    socklen_t len = to_sockaddr(a, ss);
     bool in_use = false;
-    for (unsigned i = 0; i < n; ++i) {
-        a.port = uint16_t(ports.first + (start + i) % n);
-        len = to_sockaddr(a, ss);
-        if (::bind(fd_, reinterpret_cast<sockaddr*>(&ss), len) == 0) {
-            e = 0;
-            break;
-        }
-        e = errno;
-        if (e == EADDRINUSE)
-            in_use = true;
-        else if (e != EACCES)   // EACCES: a privileged port of the range; the others may do
-            break;
-    }
+    const int e = bind_in_range(fd_, ss, len, ports, in_use);
     if (e != 0) {
         ::close(fd_);
         fd_ = -1;
@@ -164,8 +169,10 @@ Status UdpSocket::open(const std::string& ip, PortRange ports, uint8_t traffic_c
             return Status::no_device;
         if (in_use && (e == EADDRINUSE || e == EACCES))
             return Status::busy;   // the caller names the setting
-        ROCE_ERROR("bind(%s%s): %s", a.to_string().c_str(), ports.is_range() ? ", the last port of the range tried" : "",
-                   strerror(e));
+        WireAddr tried;
+        from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len, tried);
+        ROCE_ERROR("bind(%s%s): %s", tried.to_string().c_str(),
+                   ports.is_range() ? ", the last port of the range tried" : "", strerror(e));
         return Status::io_error;
     }
     {   // offloads: UDP_SEGMENT 0 = "no default segmentation", accepted only where GSO exists

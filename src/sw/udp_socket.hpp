@@ -27,6 +27,13 @@ bool from_sockaddr(const sockaddr* sa, socklen_t len, WireAddr& out);
 // Fills the address part of an ICRC context for a packet from `src` to `dst`.
 void fill_ip_context(const WireAddr& src, const WireAddr& dst, wire::IpContext& ip);
 
+// Binds fd to `addr` (sockaddr_in or sockaddr_in6; its port is replaced) at a port of `ports`:
+// a range is tried from a random port on, each port once (ranks that start together would
+// otherwise all race for its first ports), skipping taken (EADDRINUSE) and privileged (EACCES)
+// ones. Returns 0 (addr holds the port bound) or the errno of the last attempt; in_use tells
+// whether a port was taken by someone else.
+int bind_in_range(int fd, sockaddr_storage& addr, socklen_t len, PortRange ports, bool& in_use);
+
 class UdpSocket {
 public:
     UdpSocket() = default;

@@ -12,6 +12,10 @@
 #               FAIL naming 1500 and the 4156-byte packet, netdev_mtu ok; the same with --mtu 1024:
 #               ok; B's netdev 1500: netdev_mtu FAIL naming both MTUs; an absent host on A's link:
 #               reachability FAIL within 10 s. Skips (77) without netns.
+#   firewall    a namespace whose nftables input chain drops UDP outside 47000-47015, serve there
+#               with UCX_RC/UD_ROCE_PORT_RANGE=47000-47015: check --port-range 47000-47015 is all
+#               ok and nothing was dropped; check without it: path_mtu, rc_sw and ud_sw FAIL (the
+#               server's answers to ephemeral ports are dropped); a malformed --port-range: exit 2
 set -uo pipefail
 doctor=$1 mode=$2 port=${3:-18611}
 dir=$(mktemp -d)
@@ -171,6 +175,31 @@ netns_mtu)
   has "$dir/end1500.out" "check netdev_mtu: FAIL — local vA MTU 9000, server vB MTU 1500: MTU mismatch"
   # veth takes frames up to its MTU + 4 (a VLAN tag's room): the path really carries 1504.
   grep -qE "check path_mtu: FAIL — path MTU 150[0-4] bytes" "$dir/end1500.out" || fail "end1500: path_mtu not FAIL at ~1500"
+  ;;
+firewall)
+  NS=rdf$$
+  if ! ip netns add "${NS}A" 2>/dev/null; then
+    echo "SKIP: cannot create a network namespace (root and ip netns needed)"; NS=""; exit 77
+  fi
+  inA() { ip netns exec "${NS}A" "$@"; }
+  inA ip link set lo up
+  # shellcheck source=../../ucp-glue/firewall.sh
+  source "$(dirname "$0")/../../ucp-glue/firewall.sh"
+  firewall_up "${NS}A" || { fails=$((fails + 1)); exit 1; }
+  dropped() { firewall_dropped "${NS}A"; }
+  start_server srv ip netns exec "${NS}A" env UCX_RC_ROCE_PORT_RANGE=47000-47015 \
+    UCX_UD_ROCE_PORT_RANGE=47000-47015 -- --bind 127.0.0.1 --port 47015 || exit 1
+  run_check open ip netns exec "${NS}A" -- 127.0.0.1 --port 47015 --port-range 47000-47015
+  [ "$rc" = 0 ] || fail "with the range: exit $rc, want 0"
+  for c in reachability path_mtu rc_sw ud_sw; do has "$dir/open.out" "check $c: ok"; done
+  [ "$(dropped)" = 0 ] || fail "the firewall dropped $(dropped) datagrams with the range"
+  run_check closed ip netns exec "${NS}A" -- 127.0.0.1 --port 47015
+  [ "$rc" = 1 ] || fail "without the range: exit $rc, want 1"
+  for c in path_mtu rc_sw ud_sw; do has "$dir/closed.out" "check $c: FAIL"; done
+  [ "$(dropped)" != 0 ] || fail "nothing dropped without the range (the check cannot fail)"
+  run_check bad -- 127.0.0.1 --port 47015 --port-range 5-3
+  [ "$rc" = 2 ] || fail "--port-range 5-3: exit $rc, want 2"
+  has "$dir/bad.err" "--port-range 5-3: not a UDP port or a range a-b of them"
   ;;
 *)
   echo "unknown mode $mode"; exit 2 ;;

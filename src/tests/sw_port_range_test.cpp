@@ -161,3 +161,18 @@ TEST(SwPortRange, DeviceOpensOnItsRangeAndReportsBusy) {
     EXPECT_EQ(Device::open(cfg, Pd::create(), b), Status::busy);
     EXPECT_EQ(b, nullptr);
 }
+
+TEST(SwPortRange, ParsesAsThePortRangeSetting) {
+    auto is = [](const char* text, unsigned first, unsigned last) {
+        const auto r = parse_port_range(text);
+        return r && r->first == first && r->last == last;
+    };
+    EXPECT_TRUE(is("0", 0, 0));
+    EXPECT_TRUE(is("4791", 4791, 4791));
+    EXPECT_TRUE(is("47000-47099", 47000, 47099));
+    EXPECT_TRUE(is("65535-65535", 65535, 65535));
+    for (const char* bad : {"", "-", "5-3", "70000", "0-5", "-5", "5-", "a", " 5", "5 ", "+5", "5-6-7", "123456"})
+        EXPECT_FALSE(parse_port_range(bad).has_value()) << "'" << bad << "'";
+    EXPECT_EQ(PortRange(47000, 47099).str(), "47000-47099");
+    EXPECT_EQ(PortRange(4791).str(), "4791");
+}

@@ -350,7 +350,8 @@ TEST(UdTransport, SilentPeerFailsWithinTimeout) {
 // Another process at a peer's address (a new sender id: a rank restarted on the same port, which
 // a narrow UCX_*_PORT_RANGE makes likely) ends the old peer: `reset` when the old one had
 // acknowledged everything we sent (nothing lost: the glue does not abort UCP for it), `timeout`
-// when some of it was not (what UCP waits for will never come: fatal without error handling).
+// when some of it was not (fatal without UCP error handling). The new process is a new peer at
+// the same address: its first message is delivered, and answers reach it.
 TEST(UdTransport, RestartedPeerIsResetUnlessDataWasLost) {
     for (const bool lost : {false, true}) {
         SCOPED_TRACE(lost ? "a message unacknowledged" : "everything acknowledged");
@@ -392,6 +393,20 @@ TEST(UdTransport, RestartedPeerIsResetUnlessDataWasLost) {
         ASSERT_EQ(sa.failures.size(), 1u);
         EXPECT_EQ(sa.failures[0], lost ? Status::timeout : Status::reset);
         EXPECT_EQ(a->send_am(to_b, 0, &iov, 1), sa.failures[0]);   // the old peer stays ended
+        ASSERT_EQ(sa.msgs.size(), 1u);                               // the new one's first message
+        EXPECT_EQ(sa.msgs[0].first, 2);
+        const auto to_b2 = a->peer(b2->address());
+        EXPECT_NE(to_b2, to_b);
+        uint8_t z = 5;
+        iovec ziov{&z, 1};
+        ASSERT_EQ(a->send_am(to_b2, 3, &ziov, 1), Status::ok);
+        for (int i = 0; i < 20 && sb2.msgs.empty(); ++i) {
+            a->progress();
+            b2->progress();
+        }
+        ASSERT_EQ(sb2.msgs.size(), 1u);
+        EXPECT_EQ(sb2.msgs[0].first, 3);
+        EXPECT_EQ(sa.failures.size(), 1u);
     }
 }
 

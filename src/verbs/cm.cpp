@@ -100,15 +100,15 @@ ConnPriv DeviceImpl::conn_priv(ibv_mtu own) const {
 
 // The entry's netdev counts too (netdev_mtu_cap: a VLAN smaller than the port). rdma_cm counts
 // the active side's netdev (its route) but gives the passive side the requester's path MTU, so
-// each side says its own, read when the connection is made (the netdev may have changed since
-// the device opened).
+// each side says its own. The entry and its netdev are read when the connection is made: a
+// VLAN (its GID) added or an MTU changed since the device opened is seen.
 ibv_mtu DeviceImpl::own_mtu(int sgid_index) const {
     const ibv_mtu m = std::min(mtu_enum(cfg_.mtu), port_attr_.active_mtu);
-    const auto& gids = gid_ctx_.port.gids;
-    if (sgid_index < 0 || size_t(sgid_index) >= gids.size())
+    if (sgid_index < 0)
         return m;
-    const gid::GidEntry& e = gids[size_t(sgid_index)];
-    return std::min(m, netdev_mtu_cap(e.ndev, e.ip().family() == gid::Family::inet6));
+    const gid::SysRoot root(cfg_.sysroot);
+    const gid::GidEntry e = gid::read_gid_entry(root, cfg_.dev_name, cfg_.port, unsigned(sgid_index));
+    return std::min(m, netdev_mtu_cap(root, e.ndev, e.ip().family() == gid::Family::inet6));
 }
 
 uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) {
@@ -321,7 +321,9 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
             a.ah_attr.grh.sgid_index = uint8_t(q.sgid_index);
         const ibv_mtu from_cm = a.path_mtu;
         // The passive side learns its entry here (the REQ's destination); the REP says the result.
-        q.own_mtu = uint8_t(own_mtu(int(a.ah_attr.grh.sgid_index)));
+        // The active side keeps what its REQ said (the peer sized its side by it).
+        if (q.own_mtu == 0)
+            q.own_mtu = uint8_t(own_mtu(int(a.ah_attr.grh.sgid_index)));
         a.path_mtu = std::min(a.path_mtu, ibv_mtu(q.own_mtu));
         if (q.peer_mtu)
             a.path_mtu = std::min(a.path_mtu, ibv_mtu(q.peer_mtu));

@@ -6,6 +6,8 @@
 #include <infiniband/verbs.h>
 #include <string>
 
+#include "gid/sysroot.hpp"
+
 namespace roce::verbs {
 
 inline uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
@@ -22,10 +24,10 @@ inline ibv_mtu mtu_enum(uint32_t mtu) {
     }
 }
 
-// The largest path MTU whose RoCE packets fit netdev `ndev`'s MTU as it is now (sysfs), 4096 when
-// it cannot be read. rxe sizes its port by its lower netdev only: a VLAN (or macvlan) on it with
+// The largest path MTU whose RoCE packets fit netdev `ndev`'s MTU as it is now (sysfs under
+// `root`), 4096 when it cannot be read (no name, another network namespace). rxe sizes its port by its lower netdev only: a VLAN (or macvlan) on it with
 // a smaller MTU drops port-sized packets (DF), so a QP using that netdev's GID must stay below
 // this as well as the port's active MTU (ports.cpp).
-ibv_mtu netdev_mtu_cap(const std::string& ndev, bool ipv6);
+ibv_mtu netdev_mtu_cap(const gid::SysRoot& root, const std::string& ndev, bool ipv6);
 
 } // namespace roce::verbs

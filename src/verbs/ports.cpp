@@ -17,10 +17,10 @@
 
 namespace roce::verbs {
 
-ibv_mtu netdev_mtu_cap(const std::string& ndev, bool ipv6) {
+ibv_mtu netdev_mtu_cap(const gid::SysRoot& root, const std::string& ndev, bool ipv6) {
     if (ndev.empty() || ndev.find('/') != std::string::npos)
         return IBV_MTU_4096;
-    const auto text = gid::SysRoot("/").read("sys/class/net/" + ndev + "/mtu");
+    const auto text = root.read("sys/class/net/" + ndev + "/mtu");
     const unsigned long nd_mtu = text ? std::strtoul(text->c_str(), nullptr, 10) : 0;
     if (nd_mtu == 0)
         return IBV_MTU_4096;

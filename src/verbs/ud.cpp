@@ -99,7 +99,7 @@ Status UdQpImpl::init() {
         return s;
     // Receive buffers take what the port may deliver; our datagrams (and, through our address,
     // the peers' to us) fit the GID's netdev too.
-    send_mtu_ = std::min(mtu_, mtu_bytes(netdev_mtu_cap(gid_.ndev, gid_.addr.family == AF_INET6)));
+    send_mtu_ = std::min(mtu_, mtu_bytes(netdev_mtu_cap(gid::SysRoot("/"), gid_.ndev, gid_.addr.family == AF_INET6)));
     channel_.reset(ibv_create_comp_channel(ctx));
     if (!channel_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_comp_channel failed: %s", name, std::strerror(errno));

@@ -341,6 +341,7 @@ gid_group() {
       if ibv_devinfo -d rxeA | grep -q "active_mtu:.*4096" && ibv_devinfo -d rxeB | grep -q "active_mtu:.*4096"; then
         local dir f bad="" ia ib
         ia=$(gid_index_of rxeA "$(gid_hex $GID_VA_IP)" vA.100) ib=$(gid_index_of rxeB "$(gid_hex $GID_VB_IP)" vB.100)
+        [ -n "$ia" ] && [ -n "$ib" ] || fail_step gid.vlan_mtu.setup "no RoCE v2 entry of vA.100/vB.100 ('$ia', '$ib')"
         for dir in A_to_B B_to_A; do   # the client (tag_bw's sender) on rxeA, then on rxeB
           local s=${dir:5:1} c=${dir:0:1} si ci
           [ "$s" = A ] && { si=$ia; ci=$ib; } || { si=$ib; ci=$ia; }
