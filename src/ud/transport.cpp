@@ -315,20 +315,11 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
             ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(),
                       p.remote_id, h.sender_id);
             fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset);
-            // The address is the new process's now: a fresh peer (the old id stays failed for
-            // the endpoints that had it), and this datagram is its first. It is taken to take
-            // the old one's packet size until its own address says otherwise.
-            const size_t old_frag = p.frag;
+            // The address is the new process's now: forgotten, so that this datagram makes a
+            // new peer as any new source does (the old id stays failed for its endpoints).
             by_addr_.erase(d.src);
             have_last_src_ = false;
-            if (passive_peers_ >= cfg_.max_passive_peers) {
-                ++stats_.peers_refused;
-                return;
-            }
-            ++passive_peers_;
-            const PeerId fresh = peer(d.src);
-            peers_[fresh]->frag = std::min(peers_[fresh]->frag, old_frag);
-            on_datagram(d, now);   // once: the fresh peer has no sender id yet
+            on_datagram(d, now);   // once: the new peer has no sender id yet
             return;
         }
         p.remote_id = h.sender_id;
