@@ -402,10 +402,7 @@ ucs_status_t open_verbs_qp(const UdIfaceConfig& config, const gid::GidConfig& gi
     verbs::UdConfig uc;
     uc.dev_name = port.dev_name;
     uc.port = port.port;
-    uc.gid_index = gid_cfg.gid_index ? int(*gid_cfg.gid_index) : -1;
-    const gid::TrafficClass tc = gid::resolve_traffic_class(gid_cfg, std::nullopt);
-    uc.traffic_class = tc.tos;
-    uc.priority = tc.priority;
+    uc.gid = gid_cfg;   // the backend applies the whole policy (and the port's default class)
     const Status s = verbs::open_ud_datagram(uc, md.verbs_pd, qp);
     if (s != Status::ok) {
         // The backend logged the cause (device, port, GID); this says which iface it was for.

@@ -32,8 +32,9 @@ inline constexpr ConfigVar gid_config_vars[] = {
     {"GID_INDEX", "auto", "auto or a GID table index",
      "GID table index of the local address (RDMA devices: the port's sysfs table; the userspace device: "
      "the table synthesised from its netdev's addresses; roce_doctor gid shows both). auto selects per "
-     "peer: RoCE v2 over v1, IPv4 over IPv6, global over link-local, an entry whose netdev reaches the "
-     "peer; never an unused, down, tunnel, bond-slave or stale entry."},
+     "peer (ud_roce: once per interface, as for no peer): RoCE v2 over v1, IPv4 over IPv6, global over "
+     "link-local, an entry whose netdev reaches the peer; never an unused, down, tunnel, bond-slave or "
+     "stale entry."},
     {"ADDR_FAMILY", "auto", "auto, inet, inet6",
      "Address family of the GID; auto prefers IPv4 and falls back to IPv6."},
     {"ROCE_VERSION", "auto", "auto, 1, 2",
@@ -48,8 +49,8 @@ inline constexpr ConfigVar gid_config_vars[] = {
     {"TRAFFIC_CLASS", "auto", "auto or 0..255 (the whole ToS byte, DSCP<<2|ECN)",
      "IP ToS / IPv6 traffic class of data packets. auto: DSCP and ECN if set, else the device's "
      "tc/<port>/traffic_class, else 106 (DSCP 26 with ECT(0): UCX's rc_verbs and NCCL default, so mixed "
-     "jobs share one class and switches can ECN-mark). Exchanged at connection setup: a class configured "
-     "on one side only is used in both directions."},
+     "jobs share one class and switches can ECN-mark). rc_roce exchanges it at connection setup, so a "
+     "class configured on one side only is used in both directions; ud_roce sends in its own class."},
     {"DSCP", "auto", "auto or 0..63", "DSCP of data packets (the ECN bits come from ECN)."},
     {"ECN", "auto", "auto, ect0, ect1, off",
      "ECN field of data packets; auto is ECT(0) so switches mark instead of drop and congestion control works."},

@@ -13,6 +13,7 @@
 
 #include <sys/uio.h>
 
+#include "rxe_guard.hpp"
 #include "verbs/device.hpp"
 
 using namespace roce;
@@ -20,7 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool have_rxe() { return access("/sys/class/infiniband/rxe0", F_OK) == 0; }
 
 uint64_t counter(const verbs::Device& d, uint32_t qpn, const std::string& name) {
     for (const auto& q : d.qp_counters())
@@ -39,12 +39,7 @@ protected:
     uint32_t q = 0;
 
     void open(const cc::CcConfig& cc) {
-        if (!have_rxe()) {
-            const char* e = std::getenv("ROCE_REQUIRE_RXE_DEVICE");
-            if (e && std::strcmp(e, "1") == 0)
-                FAIL() << "rxe0 absent but ROCE_REQUIRE_RXE_DEVICE=1";
-            GTEST_SKIP() << "no rxe0 (runs in the rxe guest)";
-        }
+        ROCE_NEED_RXE0();
         ASSERT_EQ(verbs::Pd::open("rxe0", pd), Status::ok);
         verbs::DeviceConfig cfg;
         cfg.cc = cc;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "rxe_guard.hpp"
 #include "verbs/device.hpp"
 
 using namespace roce;
@@ -22,11 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool have_rxe() { return access("/sys/class/infiniband/rxe0", F_OK) == 0; }
-bool require_rxe() {
-    const char* e = std::getenv("ROCE_REQUIRE_RXE_DEVICE");
-    return e && std::strcmp(e, "1") == 0;
-}
 
 class VerbsRxe : public testing::Test {
 protected:
@@ -42,11 +38,7 @@ protected:
     std::vector<Msg> msgs;                     // received by b
 
     void SetUp() override {
-        if (!have_rxe()) {
-            if (require_rxe())
-                FAIL() << "rxe0 absent but ROCE_REQUIRE_RXE_DEVICE=1";
-            GTEST_SKIP() << "no rxe0 (runs in the rxe guest: cmake/rxe-guest/tests/verbs-backend.sh)";
-        }
+        ROCE_NEED_RXE0();
         ASSERT_EQ(verbs::Pd::open("rxe0", pd), Status::ok);
         verbs::DeviceConfig cfg;
         ASSERT_EQ(verbs::Device::open(cfg, pd, a), Status::ok);

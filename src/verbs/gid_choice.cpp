@@ -1,7 +1,9 @@
 #include "verbs/gid_choice.hpp"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <cstring>
+#include <infiniband/verbs.h>
 
 #include "common/log.hpp"
 
@@ -63,6 +65,27 @@ Status choose_gid(const GidContext& ctx, const WireAddr* peer, const gid::Valida
     out.ndev = e.ndev;
     out.reason = sel.reason;
     return Status::ok;
+}
+
+bool gid_entry_sends(ibv_pd* pd, uint8_t port, const gid::GidEntry& e, std::string& why) {
+    why.clear();
+    if (e.index > 255) {
+        why = "index beyond the 8-bit sgid_index of an address handle";
+        return false;
+    }
+    ibv_ah_attr a{};
+    a.is_global = 1;
+    a.port_num = port;
+    a.grh.sgid_index = uint8_t(e.index);
+    a.grh.hop_limit = 64;
+    std::memcpy(a.grh.dgid.raw, e.gid.raw.b.data(), 16);
+    ibv_ah* ah = ibv_create_ah(pd, &a);
+    if (!ah) {
+        why = std::string("ibv_create_ah: ") + std::strerror(errno);
+        return false;
+    }
+    ibv_destroy_ah(ah);
+    return true;
 }
 
 Status choose_gid(const std::string& dev, uint8_t port, int override_index, GidChoice& out, const std::string& root) {

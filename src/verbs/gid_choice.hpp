@@ -18,6 +18,8 @@
 #include "gid/netdev.hpp"
 #include "gid/select.hpp"
 
+struct ibv_pd;
+
 namespace roce::verbs {
 
 struct GidChoice {
@@ -45,6 +47,12 @@ Status load_gid_context(const std::string& dev, uint8_t port, const gid::GidConf
 // Errors: the selection's status with its one-line error in `err`.
 Status choose_gid(const GidContext& ctx, const WireAddr* peer, const gid::Validator& validate, GidChoice& out,
                   std::string& err);
+
+// UCX's test of a RoCE GID entry: an address handle from the entry to its own address (a
+// gid::Validator for choose_gid). It fails on entries the kernel cannot send from (a misconfigured
+// second NIC, a vanished netdev) and on indexes beyond an address handle's 8-bit sgid_index; `why`
+// says which.
+bool gid_entry_sends(ibv_pd* pd, uint8_t port, const gid::GidEntry& e, std::string& why);
 
 // Convenience for tools (UD QPs, the interop program): the live system (or `root`), default
 // settings, override_index >= 0 fixes GID_INDEX. Logs the one-line error; no_device /

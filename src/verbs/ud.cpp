@@ -24,6 +24,7 @@ public:
     Status init();
     uint32_t qpn() const override { return qp_->qp_num; }
     const GidChoice& gid() const override { return gid_; }
+    const gid::TrafficClass& traffic_class() const override { return tc_; }
     UdDest address() const override {
         UdDest d;
         std::memcpy(d.gid, gid_.gid, 16);
@@ -59,6 +60,7 @@ private:
     UdConfig cfg_;
     std::shared_ptr<PdImpl> pd_;
     GidChoice gid_;
+    gid::TrafficClass tc_;
     uint32_t mtu_ = 0;        // the port's active MTU: receive buffer payload
     uint32_t send_mtu_ = 0;   // largest datagram we send: also the GID's netdev's (init)
     uint32_t max_inline_ = 0;   // what the QP granted
@@ -95,11 +97,27 @@ Status UdQpImpl::init() {
         return Status::no_device;
     }
     mtu_ = mtu_bytes(pa.active_mtu);
-    if (Status s = choose_gid(cfg_.dev_name, cfg_.port, cfg_.gid_index, gid_); s != Status::ok)
-        return s;
+    GidContext gctx;
+    std::string err;
+    Status gs = load_gid_context(cfg_.dev_name, cfg_.port, cfg_.gid, gctx, err, cfg_.sysroot);
+    if (gs == Status::ok) {
+        gs = choose_gid(gctx, nullptr,
+                        [this](const gid::GidEntry& e, const gid::PeerGid*, std::string& why) {
+                            return gid_entry_sends(pd_->pd(), cfg_.port, e, why);
+                        },
+                        gid_, err);
+    }
+    if (gs != Status::ok) {
+        ROCE_ERROR("verbs: UD: %s port %u: %s", name, unsigned(cfg_.port), err.c_str());
+        return gs;
+    }
+    tc_ = gid::resolve_traffic_class(cfg_.gid, gctx.port.default_tclass);
     // Receive buffers take what the port may deliver; our datagrams (and, through our address,
     // the peers' to us) fit the GID's netdev too.
-    send_mtu_ = std::min(mtu_, mtu_bytes(netdev_mtu_cap(gid::SysRoot("/"), gid_.ndev, gid_.addr.family == AF_INET6)));
+    send_mtu_ = std::min(mtu_, mtu_bytes(netdev_mtu_cap(gid::SysRoot(cfg_.sysroot), gid_.ndev,
+                                                        gid_.addr.family == AF_INET6)));
+    ROCE_INFO("verbs: UD: %s port %u: GID index %d (%s); traffic class %s; datagrams up to %u bytes", name,
+              unsigned(cfg_.port), gid_.index, gid_.reason.c_str(), tc_.str().c_str(), send_mtu_);
     channel_.reset(ibv_create_comp_channel(ctx));
     if (!channel_) {
         ROCE_ERROR("verbs: UD: %s: ibv_create_comp_channel failed: %s", name, std::strerror(errno));
@@ -203,8 +221,8 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid) {
         std::memcpy(a.grh.dgid.raw, gid, 16);
         a.grh.sgid_index = uint8_t(gid_.index);
         a.grh.hop_limit = cfg_.hop_limit;
-        a.grh.traffic_class = cfg_.traffic_class;
-        a.sl = cfg_.priority;
+        a.grh.traffic_class = tc_.tos;
+        a.sl = tc_.priority;
         a.port_num = cfg_.port;
         AhPtr ah(ibv_create_ah(pd_->pd(), &a));
         if (!ah) {

@@ -27,6 +27,7 @@
 
 #include "common/function_ref.hpp"
 #include "verbs/device.hpp"
+#include "gid/traffic_class.hpp"
 #include "verbs/gid_choice.hpp"
 
 namespace roce::verbs {
@@ -34,15 +35,17 @@ namespace roce::verbs {
 struct UdConfig {
     std::string dev_name = "rxe0";
     uint8_t port = 1;
-    int gid_index = -1;            // as DeviceConfig
+    // The GID policy (UCX_UD_ROCE_GID_* on ud_roce) picks the QP's one entry: the interface
+    // default, as rc_roce's device does. One entry, not one per peer: peers know this QP by the
+    // source GID of its datagrams, which must be the one its address advertises.
+    gid::GidConfig gid;
     uint32_t qkey = 0x1ee7a330;
     uint32_t sq_depth = 256;
     uint32_t recv_buffers = 256;
     uint32_t max_inline = 128;     // sends up to this size go inline (if the QP allows), as DeviceConfig
     uint32_t signal_every = 16;    // one send in N asks for a completion (it retires the earlier ones)
-    uint8_t traffic_class = 0;
-    uint8_t priority = 0;          // the address handles' SL (hardware RoCE NICs: the PCP; rxe ignores it)
     uint8_t hop_limit = 64;
+    std::string sysroot = "/";     // where the GID table and netdevs are read (tests: a fixture tree)
 };
 
 struct UdDest {
@@ -66,6 +69,9 @@ public:
     static Status open(const UdConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<UdQp>& out);
     virtual uint32_t qpn() const = 0;
     virtual const GidChoice& gid() const = 0;
+    // The class of every datagram: the GID settings', else the port's tc/<port>/traffic_class.
+    // Its priority is the address handles' SL (hardware RoCE NICs: the PCP; rxe ignores it).
+    virtual const gid::TrafficClass& traffic_class() const = 0;
     virtual UdDest address() const = 0;     // our GID + QPN
     virtual uint32_t max_msg() const = 0;   // the port's active MTU
     // Copies the payload before return. Errors: invalid_param (larger than max_msg),

@@ -19,6 +19,8 @@
 #   gid.tc.tag_lat     UCP tag_lat, server on rxeB with UCX_RC_ROCE_DSCP=46 (ToS 186 with ECT(0)),
 #                      client on rxeA with default settings (ToS 106), dumpcap on vA: every RC packet
 #                      in both directions must carry ToS 186 (`roce_doctor wire` summarises the capture)
+#   gid.tc.ud          UCP tag_lat over ud_roce, client DSCP 10, server DSCP 46: each side's UD packets
+#                      carry its own class (ToS 42 from rxeA, 186 from rxeB; ud_roce does not negotiate)
 #   gid.tc.rxe_vlan    the same pair over VLAN 100 on vA/vB (identity egress-qos-map) with
 #                      UCX_RC_ROCE_PRIORITY=5 on the server: the PCP kernel rxe really sends, per
 #                      direction (measured; rxe ignores the QPs' SL, so 0 is expected)
@@ -34,10 +36,11 @@
 #                      connections) run at path MTU 1024
 #   gid.vlan_mtu.*     vA and vB at 9000 (both rxe ports 4096), VLAN 100 at 9000 on vA and 1500 on
 #                      vB: UCP tag_bw 1 MiB each way over rc_roce and ud_roce on the VLAN entries
-#                      delivers, and every rc_roce QP runs at path MTU 1024
-#   gid.bad_settings   a GID index out of range, a netdev not in the table, RoCE v1: one-line errors
-#                      naming the setting and the valid choices
-# Results: rxe-result gid.default_index, gid.vlan_index, gid.tc.<direction>.tos,
+#                      (UCX_{RC,UD}_ROCE_GID_NETDEV) delivers, every rc_roce QP runs at path MTU 1024
+#                      and ud_roce's QPs log the VLAN entries' indexes
+#   gid.bad_settings   a GID index out of range, a netdev not in the table, RoCE v1 (rc_roce), on
+#                      rc_roce and ud_roce: one-line errors naming the setting and the valid choices
+# Results: rxe-result gid.default_index, gid.vlan_index, gid.tc[.ud].<direction>.tos,
 # gid.tc.rxe_vlan.<direction>.pcp, gid.pcp.<direction>.pcp.
 
 # shellcheck source=netpair.sh
@@ -147,20 +150,24 @@ gid_pcp_cleanup() {
   ip netns del pcpB 2>/dev/null
 }
 
-# gid.sh bad-settings: each impossible setting must give a one-line error with the valid choices.
+# gid.sh bad-settings: each impossible setting must give a one-line error with the valid choices,
+# on both transports (ud_roce's verbs QP applies the same policy, under its own variable names).
 gid_bad_settings() {
-  local kv name value line out rc=0
-  for kv in GID_INDEX=200 GID_NETDEV=eth9 ROCE_VERSION=1 ADDR_FAMILY=ipx; do
-    name=${kv%%=*} value=${kv#*=}
-    out=$(env "UCX_RC_ROCE_$kv" ucx_info -d -t rc_roce 2>&1)
-    # rxe0's own error when there is one (the userspace device's netdevs report theirs too).
-    line=$(grep -F "UCX_RC_ROCE_$name=$value: " <<<"$out" | grep -m1 -F "$GID_DEV") \
-      || line=$(grep -m1 -F "UCX_RC_ROCE_$name=$value: " <<<"$out")
-    if [[ $line == *"; valid: "* ]] && grep -q "failed to open interface" <<<"$out"; then
-      echo "$kv -> ${line#*ERROR }"
-    else
-      echo "$kv -> no one-line error naming the valid choices:"; echo "$out" | tail -n 5; rc=1
-    fi
+  local kv tl var name value line out rc=0
+  for tl in rc_roce ud_roce; do
+    for kv in GID_INDEX=200 GID_NETDEV=eth9 ROCE_VERSION=1 ADDR_FAMILY=ipx; do
+      [ "$tl" = ud_roce ] && [ "$kv" = ROCE_VERSION=1 ] && continue   # UD may use v1 entries (rxe has none: an index error)
+      name=${kv%%=*} value=${kv#*=} var=UCX_${tl^^}_
+      out=$(env "$var$kv" ucx_info -d -t "$tl" 2>&1)
+      # rxe0's own error when there is one (the userspace device's netdevs report theirs too).
+      line=$(grep -F "$var$name=$value: " <<<"$out" | grep -m1 -F "$GID_DEV") \
+        || line=$(grep -m1 -F "$var$name=$value: " <<<"$out")
+      if [[ $line == *"; valid: "* ]] && grep -q "failed to open interface" <<<"$out"; then
+        echo "$tl $kv -> ${line#*ERROR }"
+      else
+        echo "$tl $kv -> no one-line error naming the valid choices:"; echo "$out" | tail -n 5; rc=1
+      fi
+    done
   done
   return $rc
 }
@@ -259,6 +266,38 @@ gid_group() {
         || fail_step gid.tc.wire "RC packets not all in ToS $want both ways:${bad:- a direction is missing}"
     fi
 
+    # ud_roce has no connection setup: each side sends in its own class (as UCX's ud_verbs). Both
+    # sides configured differently (client DSCP 10, server DSCP 46): every UD packet from rxeA
+    # carries ToS 42, every one from rxeB ToS 186 - the class reaches the address handles.
+    cap=$OUT/gid-tc-ud.pcap
+    dumpcap -q -P -i vA -f "udp port 4791" -w "$cap" > "$LOGDIR/gid.tc.ud.dumpcap" 2>&1 &
+    cpid=$!
+    for ((i = 0; i < 100; i++)); do [ -s "$cap" ] && break; nap 0.1; done
+    port=$((port + 1))
+    SRV=(env UCX_NET_DEVICES=rxeB:1 UCX_UD_ROCE_DSCP=46 "UCX_TLS=ud_roce,self" ucx_perftest -p "$port")
+    CLI=(env UCX_NET_DEVICES=rxeA:1 UCX_UD_ROCE_DSCP=10 "UCX_TLS=ud_roce,self" ucx_perftest -p "$port" localhost
+         -t tag_lat -n 300 -w 30)
+    pair gid.tc.ud "$port"
+    nap 0.5
+    kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+    T=30 step gid.tc.ud.wire "$doctor" wire "$cap"
+    if [ -s "$LOG" ]; then
+      local -a w; local fwd="" rev="" bad=""
+      while read -r -a w; do
+        [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = ud ] || continue
+        local t=${w[6]#tos=} n=${w[5]#packets=}
+        if [ "${w[1]}" = $GID_A_IP ]; then
+          [ "$t" = 42 ] && fwd=$t || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
+        elif [ "${w[1]}" = $GID_B_IP ]; then
+          [ "$t" = 186 ] && rev=$t || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
+        fi
+      done < "$LOG"
+      result gid.tc.ud.client_to_server.tos "${fwd:--1}" tos
+      result gid.tc.ud.server_to_client.tos "${rev:--1}" tos
+      [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
+        || fail_step gid.tc.ud.wire "UD packets not in their sender's class (rxeA 42, rxeB 186):${bad:- a direction is missing}"
+    fi
+
     # What kernel rxe makes of the priority: UCX_RC_ROCE_PRIORITY=5 on the server (the QPs' SL
     # on both sides), over the VLAN netdevs. Measured, not asserted: rxe's source drops the SL and
     # leaves the packets' priority 0 (PCP 0 behind the identity map). The step fails only when
@@ -351,13 +390,16 @@ gid_group() {
           CLI=(env "UCX_NET_DEVICES=rxe$c:1" "UCX_RC_ROCE_GID_NETDEV=v$c.100" UCX_TLS=rc_roce,self
                ucx_perftest -p "$port" localhost -t tag_bw -s 1048576 -n 3)
           T=60 pair "gid.vlan_mtu.rc_roce.$dir" "$port"
-          # ud_roce on verbs takes its entry by index (the VLAN's): its datagrams fit the VLAN.
+          # ud_roce takes its entry by the same policy (GID_NETDEV; before, only GID_INDEX reached
+          # a verbs UD QP): the VLAN's entry, and datagrams that fit the VLAN.
           port=$((port + 1))
-          SRV=(env "UCX_NET_DEVICES=rxe$s:1" "UCX_UD_ROCE_GID_INDEX=$si" UCX_TLS=ud_roce,self
-               ucx_perftest -p "$port")
-          CLI=(env "UCX_NET_DEVICES=rxe$c:1" "UCX_UD_ROCE_GID_INDEX=$ci" UCX_TLS=ud_roce,self
-               ucx_perftest -p "$port" localhost -t tag_bw -s 1048576 -n 3)
+          SRV=(env "UCX_NET_DEVICES=rxe$s:1" "UCX_UD_ROCE_GID_NETDEV=v$s.100" UCX_UD_ROCE_LOG_LEVEL=info
+               UCX_TLS=ud_roce,self ucx_perftest -p "$port")
+          CLI=(env "UCX_NET_DEVICES=rxe$c:1" "UCX_UD_ROCE_GID_NETDEV=v$c.100" UCX_UD_ROCE_LOG_LEVEL=info
+               UCX_TLS=ud_roce,self ucx_perftest -p "$port" localhost -t tag_bw -s 1048576 -n 3)
           T=60 pair "gid.vlan_mtu.ud_roce.$dir" "$port"
+          grep -q "verbs: UD: rxe$c port 1: GID index $ci " "$LOG" && grep -q "verbs: UD: rxe$s port 1: GID index $si " "$LOG.server" \
+            || fail_step "gid.vlan_mtu.ud_roce.$dir.gid" "ud_roce's QPs did not take the VLAN entries (client rxe$c $ci, server rxe$s $si)"
         done
         for f in "$LOGDIR"/gid.vlan_mtu.rc_roce.?_to_?*; do
           mtus=$(grep -ho "path MTU [0-9]*" "$f" | sort -u | tr '\n' ' ')
