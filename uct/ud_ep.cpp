@@ -69,26 +69,26 @@ bool ep_listed(UdIface* iface, ud::Transport::PeerId peer, const UdEp* ep) {
 
 namespace {
 
-// The peer a device address + interface (or endpoint) address names, and the largest payload
-// its QP takes; false if malformed/foreign.
+// The peer a device address + interface (or endpoint) address names, the largest payload its QP
+// takes and its class advert; false if malformed/foreign.
 bool peer_address(UdIface* iface, const uct_device_addr_t* dev_addr, const void* addr_bytes,
-                  ud::UdAddr& addr, size_t& max_payload) {
+                  ud::UdAddr& addr, size_t& max_payload, ud::ClassAdvert& cls) {
     const DevAddrView dev = unpack_dev_addr(dev_addr);
-    UdIfaceAddr ia;
-    std::memcpy(&ia, addr_bytes, sizeof(ia));
     addr.net.family = static_cast<uint8_t>(dev.family);
     std::memcpy(addr.net.ip, dev.ip, sizeof(addr.net.ip));
-    if (!unpack_iface_addr(ia, addr, max_payload) || addr.net.family != iface->tr->address().net.family) {
-        ucs_error("ud_roce: cannot connect to %s (MTU code %u): malformed or foreign address",
-                  addr.to_string().c_str(), unsigned(ia.mtu_log2));
+    if (!unpack_iface_addr(addr_bytes, addr, max_payload, cls) ||
+        addr.net.family != iface->tr->address().net.family) {
+        ucs_error("ud_roce: cannot connect to %s (MTU code 0x%02x): malformed or foreign address, or one of "
+                  "a build with another address format", addr.to_string().c_str(),
+                  unsigned(static_cast<const uint8_t*>(addr_bytes)[offsetof(UdIfaceAddr, mtu)]));
         return false;
     }
     return true;
 }
 
-void attach(UdEp* ep, const ud::UdAddr& addr, size_t max_payload) {
+void attach(UdEp* ep, const ud::UdAddr& addr, size_t max_payload, const ud::ClassAdvert& cls) {
     UdIface* iface = ep->iface;
-    ep->peer = iface->tr->peer(addr, max_payload);
+    ep->peer = iface->tr->peer(addr, max_payload, &cls);
     ep->connected = true;
     if (iface->ep_by_peer.size() <= ep->peer) {
         iface->ep_by_peer.resize(size_t(ep->peer) + 1, nullptr);
@@ -121,7 +121,8 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
         AsyncGuard guard(iface);
         ud::UdAddr addr;
         size_t max_payload = 0;
-        if (to_iface && !peer_address(iface, params->dev_addr, params->iface_addr, addr, max_payload)) {
+        ud::ClassAdvert cls{};
+        if (to_iface && !peer_address(iface, params->dev_addr, params->iface_addr, addr, max_payload, cls)) {
             return UCS_ERR_INVALID_ADDR;
         }
         auto ep = std::make_unique<UdEp>();
@@ -131,7 +132,7 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
         }
         ep->iface = iface;
         if (to_iface) {
-            attach(ep.get(), addr, max_payload);
+            attach(ep.get(), addr, max_payload, cls);
         }
         *ep_p = &ep.release()->super.super;
         return UCS_OK;
@@ -157,11 +158,12 @@ ucs_status_t ud_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t* dev_ad
         }
         ud::UdAddr addr;
         size_t max_payload = 0;
+        ud::ClassAdvert cls{};
         if (dev_addr == nullptr || ep_addr == nullptr ||
-            !peer_address(ep->iface, dev_addr, ep_addr, addr, max_payload)) {
+            !peer_address(ep->iface, dev_addr, ep_addr, addr, max_payload, cls)) {
             return UCS_ERR_INVALID_ADDR;
         }
-        attach(ep, addr, max_payload);
+        attach(ep, addr, max_payload, cls);
         return UCS_OK;
     })
 }

@@ -4,9 +4,13 @@
 // window) lives in the transport and is created on first traffic.
 //
 // Interface address: UDP port (network order) + QPN (24 bit, big endian) + the QP's largest
-// datagram payload as a power of two, 6 bytes; an endpoint address (CONNECT_TO_EP) is the same.
+// datagram payload as a power of two + its traffic class advert (gid::TcAdvert: ToS, priority
+// and their sources, so both sides negotiate the same class), 10 bytes; an endpoint address
+// (CONNECT_TO_EP) is the same.
 // The device address is rc_roce's (netdev.hpp), so reachability is decided the same way.
 #pragma once
+
+#include <cstddef>
 
 #include "glue.hpp"
 #include "ud/transport.hpp"
@@ -16,18 +20,24 @@ namespace roce::uct {
 extern uct_tl_t ud_tl;
 inline constexpr const char* ud_tl_name = "ud_roce";
 
-//   0      2        5          6
-//   | port | qpn    | mtu_log2 |
+//   0      2        5          6         10
+//   | port | qpn    | mtu      | class    |
+//
+// mtu: bits 0-6 the log2 (8..12: 256..4096 bytes), bit 7 set: the class follows. Builds before
+// the class advert wrote 6 bytes and no bit 7, and refuse bit 7 (a log2 above 12): ranks of
+// both generations refuse each other's address, rather than read 4 bytes that are not there.
+inline constexpr uint8_t ud_addr_has_class = 0x80;
 struct UdIfaceAddr {
     uint16_t port_be;
     uint8_t qpn[3];
-    uint8_t mtu_log2;   // 8..12: 256..4096 bytes; packets to the peer fit both ends' (Transport::peer)
+    uint8_t mtu;        // log2 | ud_addr_has_class; packets to the peer fit both ends' (Transport::peer)
+    ud::ClassAdvert cls;   // all zero: none (the peer is sent to in our own class)
 } UCS_S_PACKED;
-static_assert(sizeof(UdIfaceAddr) == 6);
+static_assert(sizeof(UdIfaceAddr) == 10);
 
 UdIfaceAddr pack_iface_addr(const ud::Transport& tr);
 // False if not an address this version writes: the caller logs what it was for.
-bool unpack_iface_addr(const UdIfaceAddr& ia, ud::UdAddr& addr, size_t& max_payload);
+bool unpack_iface_addr(const void* bytes, ud::UdAddr& addr, size_t& max_payload, ud::ClassAdvert& cls);
 
 struct UdEp;
 

@@ -29,14 +29,22 @@ UdIfaceAddr pack_iface_addr(const ud::Transport& tr) {
     // An IB MTU (a power of two); were it not, the power below it still fits.
     const size_t payload = tr.max_datagram_payload();
     const auto log2 = uint8_t(63 - __builtin_clzll(std::max<size_t>(payload, 1)));
-    return {htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)}, log2};
+    return {htons(a.net.port), {uint8_t(a.qpn >> 16), uint8_t(a.qpn >> 8), uint8_t(a.qpn)},
+            uint8_t(log2 | ud_addr_has_class), tr.class_advert()};
 }
 
-bool unpack_iface_addr(const UdIfaceAddr& ia, ud::UdAddr& addr, size_t& max_payload) {
+bool unpack_iface_addr(const void* bytes, ud::UdAddr& addr, size_t& max_payload, ud::ClassAdvert& cls) {
+    UdIfaceAddr ia{};
+    // The first 6 bytes are there in every format: what follows only when bit 7 says so.
+    std::memcpy(&ia, bytes, offsetof(UdIfaceAddr, cls));
     addr.net.port = ntohs(ia.port_be);
     addr.qpn = uint32_t(ia.qpn[0]) << 16 | uint32_t(ia.qpn[1]) << 8 | ia.qpn[2];
-    max_payload = size_t(1) << std::min<uint8_t>(ia.mtu_log2, 31);
-    return addr.net.port != 0 && addr.qpn >= 2 && ia.mtu_log2 >= 8 && ia.mtu_log2 <= 12;
+    const uint8_t log2 = ia.mtu & uint8_t(~ud_addr_has_class);
+    max_payload = size_t(1) << std::min<uint8_t>(log2, 31);
+    if (!(ia.mtu & ud_addr_has_class))
+        return false;   // an older build's address
+    std::memcpy(cls.data(), static_cast<const uint8_t*>(bytes) + offsetof(UdIfaceAddr, cls), cls.size());
+    return addr.net.port != 0 && addr.qpn >= 2 && log2 >= 8 && log2 <= 12;
 }
 
 namespace {
@@ -370,7 +378,9 @@ ucs_status_t open_sw_qp(const UdIfaceConfig& config, const gid::GidConfig& gid_c
         return UCS_ERR_INVALID_PARAM;
     }
     qc.traffic_class = dc.traffic_class;
+    qc.traffic_class_source = dc.traffic_class_source;
     qc.priority = dc.priority;
+    qc.priority_source = dc.priority_source;
     qc.faults.drop = config.fault_drop;
     qc.faults.duplicate = config.fault_duplicate;
     qc.faults.reorder = config.fault_reorder;

@@ -81,7 +81,7 @@ public:
     ~WireQp() override { ::close(fd_); }
     UdAddr address() const override { return self_; }
     size_t max_payload() const override { return takes_; }
-    Status send(const UdAddr& dst, const iovec* iov, size_t n) override {
+    Status send(const UdAddr& dst, ClassId, const iovec* iov, size_t n) override {
         if (!(dst == w_.a || dst == w_.b))
             return Status::ok;   // to a stranger: nobody there
         Wire::Pkt p{self_, dst, {}};

@@ -49,14 +49,15 @@ inline constexpr ConfigVar gid_config_vars[] = {
     {"TRAFFIC_CLASS", "auto", "auto or 0..255 (the whole ToS byte, DSCP<<2|ECN)",
      "IP ToS / IPv6 traffic class of data packets. auto: DSCP and ECN if set, else the device's "
      "tc/<port>/traffic_class, else 106 (DSCP 26 with ECT(0): UCX's rc_verbs and NCCL default, so mixed "
-     "jobs share one class and switches can ECN-mark). rc_roce exchanges it at connection setup, so a "
-     "class configured on one side only is used in both directions; ud_roce sends in its own class."},
+     "jobs share one class and switches can ECN-mark). Exchanged (rc_roce: at connection setup; ud_roce: "
+     "in the interface address, used once a side has the peer's address), so a class configured on one "
+     "side only is used in both directions."},
     {"DSCP", "auto", "auto or 0..63", "DSCP of data packets (the ECN bits come from ECN)."},
     {"ECN", "auto", "auto, ect0, ect1, off",
      "ECN field of data packets; auto is ECT(0) so switches mark instead of drop and congestion control works."},
     {"PRIORITY", "auto", "auto or 0..7",
-     "802.1p priority (PCP) for PFC; auto is 0, for rc_roce unless the peer configured another (exchanged "
-     "at connection setup, both directions use it). The userspace device sends at this socket priority "
+     "802.1p priority (PCP) for PFC; auto is 0 unless the peer configured another (exchanged as "
+     "TRAFFIC_CLASS, both directions use it). The userspace device sends at this socket priority "
      "(SO_PRIORITY), which a VLAN netdev's egress-qos-map or the NIC's priority map turns into the PCP; "
      "RDMA devices get it as the QPs' service level (kernel rxe ignores that: its packets leave at priority 0)."},
     {"CNP_DSCP", "48", "0..63",

@@ -155,7 +155,7 @@ Status ud_pingpong(ud::DatagramQp& qp, const ud::UdAddr& peer, const std::vector
                 fill(msg, rng);
                 iovec iov{msg.data(), msg.size()};
                 const uint64_t t0 = now_ns();
-                if (Status s = qp.send(peer, &iov, 1); s != Status::ok && s != Status::no_resource) {
+                if (Status s = qp.send(peer, 0, &iov, 1); s != Status::ok && s != Status::no_resource) {
                     err = "send of " + size_text(ps.bytes) + " to " + peer.to_string() + ": " + std::string(to_string(s));
                     return s;
                 }
@@ -212,7 +212,7 @@ bool UdEcho::poll() {
               64);
     for (auto& [src, data] : got) {
         iovec iov{data.data(), data.size()};
-        (void)qp_->send(src, &iov, 1);   // a lost echo is a lost datagram: the client retries
+        (void)qp_->send(src, 0, &iov, 1);   // a lost echo is a lost datagram: the client retries
     }
     return !got.empty();
 }

@@ -1,5 +1,6 @@
 #include "gid/traffic_class.hpp"
 
+#include <algorithm>
 #include <tuple>
 
 namespace roce::gid {
@@ -24,6 +25,15 @@ std::string TrafficClass::str() const {
     return "tos " + std::to_string(tos) + " (DSCP " + std::to_string(dscp()) + ", " + ecn_name(ecn()) + ") priority " +
            std::to_string(priority) + " [tos: " + std::string(to_string(tos_source)) +
            ", priority: " + std::string(to_string(priority_source)) + "]";
+}
+
+TrafficClass traffic_class_of(uint8_t tos, uint8_t tos_source, uint8_t priority, uint8_t priority_source) {
+    TrafficClass tc;
+    tc.tos = tos;
+    tc.priority = priority;
+    tc.tos_source = TcSource(std::min<uint8_t>(tos_source, 2));
+    tc.priority_source = TcSource(std::min<uint8_t>(priority_source, 2));
+    return tc;
 }
 
 TrafficClass resolve_traffic_class(const GidConfig& cfg, std::optional<uint8_t> device_tclass) {
@@ -81,6 +91,11 @@ std::optional<TrafficClass> decode_tc_advert(const TcAdvert& a) {
     tc.tos_source = static_cast<TcSource>(a[2]);
     tc.priority_source = static_cast<TcSource>(a[3]);
     return tc;
+}
+
+TrafficClass class_with(const TrafficClass& ours, const TcAdvert& peer) {
+    const std::optional<TrafficClass> p = decode_tc_advert(peer);
+    return p ? negotiate_traffic_class(ours, *p) : ours;
 }
 
 CnpClass cnp_class(const GidConfig& cfg, const TrafficClass& data) {

@@ -36,6 +36,10 @@ struct TrafficClass {
     bool operator==(const TrafficClass&) const = default;
 };
 
+// A class from a device configuration's bytes (sources as gid::TcSource numbers; larger ones
+// count as configured).
+TrafficClass traffic_class_of(uint8_t tos, uint8_t tos_source, uint8_t priority, uint8_t priority_source);
+
 // The local class: TRAFFIC_CLASS, else DSCP (+ECN), else the device default
 // (tc/<port>/traffic_class, ECN overridable), else DSCP 26. ECN auto means ECT(0) for every
 // source that does not carry its own ECN bits, so switches mark instead of drop and congestion
@@ -53,6 +57,10 @@ TrafficClass negotiate_traffic_class(const TrafficClass& local, const TrafficCla
 using TcAdvert = std::array<uint8_t, 4>;
 TcAdvert encode_tc_advert(const TrafficClass& tc);
 std::optional<TrafficClass> decode_tc_advert(const TcAdvert& a);   // nullopt on out-of-range fields
+
+// The class to use with a peer that advertised `peer`: negotiate_traffic_class of ours and its;
+// ours when the advert does not decode.
+TrafficClass class_with(const TrafficClass& ours, const TcAdvert& peer);
 
 // Congestion notification packets of the userspace device: DSCP from CNP_DSCP (48), Not-ECT (a
 // CNP is itself the congestion signal; it must not be marked or dropped as ECN-capable traffic),

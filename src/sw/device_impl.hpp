@@ -35,6 +35,7 @@
 #include "sw/pcap_writer.hpp"
 #include "sw/pd.hpp"
 #include "sw/qp.hpp"
+#include "sw/class_sockets.hpp"
 #include "sw/udp_socket.hpp"
 
 namespace roce::sw {
@@ -211,14 +212,10 @@ public:
     bool in_timewait(uint64_t conn_id, uint64_t now);
     void cm_put_tc(cm::Msg& m) const;           // tc.cpp: our class into a REQ/REP
     void cm_take_tc(Qp& qp, const cm::Msg& m);  // tc.cpp: the connection's class from the peer's
-    // Class sockets (tc.cpp, udp_socket.hpp): a send-only socket per class (ToS, priority) other
-    // than the device's, created at connection setup; the index for Qp::tx_sock (0: the device's
-    // own socket, also when the kernel refuses a sibling or class_socks_max are open).
-    uint8_t class_socket(uint8_t tos, uint8_t priority);
-    UdpSocket& tx_socket(uint8_t i) { return i == 0 ? sock_ : *class_socks_[i - 1]; }
-    static constexpr size_t class_socks_max = 16;   // bounds what peers' adverts can make us open
-    std::vector<std::unique_ptr<UdpSocket>> class_socks_;
-    bool class_socks_refused_ = false;
+    // Class sockets (class_sockets.hpp), created at connection setup; their ids are Qp::tx_sock
+    // and cnp_sock (0: the device's own socket).
+    uint8_t class_socket(uint8_t tos, uint8_t priority) { return class_socks_.get(tos, priority); }
+    UdpSocket& tx_socket(uint8_t i) { return class_socks_.at(i); }
     void set_peer(Qp& qp, const WireAddr& peer);
     // Whether a packet from `src` may be the QP's peer (the source port counts unless the QP
     // was connected with ManualPeer::any_source_port).
@@ -230,6 +227,7 @@ public:
     DeviceConfig cfg_;
     std::shared_ptr<PdImpl> pd_;
     UdpSocket sock_;
+    ClassSockets class_socks_{sock_};
     FaultInjector faults_;
     // The owner takes it several times per busy-poll iteration and rarely meets the progress
     // thread: the futex-word lock (recursive_lock.hpp). glibc's recursive mutex took 238 user

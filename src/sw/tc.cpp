@@ -14,12 +14,7 @@ namespace roce::sw {
 namespace {
 
 gid::TrafficClass local_class(const DeviceConfig& c) {
-    gid::TrafficClass tc;
-    tc.tos = c.traffic_class;
-    tc.priority = c.priority;
-    tc.tos_source = gid::TcSource(std::min<uint8_t>(c.traffic_class_source, 2));
-    tc.priority_source = gid::TcSource(std::min<uint8_t>(c.priority_source, 2));
-    return tc;
+    return gid::traffic_class_of(c.traffic_class, c.traffic_class_source, c.priority, c.priority_source);
 }
 
 } // namespace
@@ -27,35 +22,6 @@ gid::TrafficClass local_class(const DeviceConfig& c) {
 void DeviceImpl::cm_put_tc(cm::Msg& m) const {
     m.has_tc = true;
     m.tc = gid::encode_tc_advert(local_class(cfg_));
-}
-
-uint8_t DeviceImpl::class_socket(uint8_t tos, uint8_t priority) {
-    if (tos == sock_.traffic_class() && priority == cfg_.priority)
-        return 0;
-    for (size_t i = 0; i < class_socks_.size(); ++i)
-        if (class_socks_[i]->traffic_class() == tos && class_socks_[i]->class_priority() == priority)
-            return uint8_t(i + 1);
-    if (class_socks_refused_)
-        return 0;
-    if (class_socks_.size() >= class_socks_max) {
-        // Logged once: from here on new classes leave from the device's socket (ToS per packet).
-        ROCE_WARN("%s: %zu traffic classes in use, no socket for ToS %u priority %u: its packets keep "
-                  "the device's priority %u", sock_.local().to_string().c_str(), class_socks_.size(),
-                  unsigned(tos), unsigned(priority), unsigned(cfg_.priority));
-        class_socks_refused_ = true;
-        return 0;
-    }
-    auto s = std::make_unique<UdpSocket>();
-    if (s->open_sibling(sock_, tos, priority) != Status::ok) {   // logged there
-        ROCE_WARN("%s: connections whose class differs from the device's keep its priority %u",
-                  sock_.local().to_string().c_str(), unsigned(cfg_.priority));
-        class_socks_refused_ = true;
-        return 0;
-    }
-    ROCE_DEBUG("%s: class socket %zu: ToS %u priority %u", sock_.local().to_string().c_str(),
-               class_socks_.size() + 1, unsigned(tos), unsigned(priority));
-    class_socks_.push_back(std::move(s));
-    return uint8_t(class_socks_.size());
 }
 
 void DeviceImpl::cm_take_tc(Qp& qp, const cm::Msg& m) {
@@ -98,10 +64,7 @@ TxClass qp_tx_class_for_test(Device& dev, uint32_t qpn) {
 std::vector<int> socket_fds_for_test(Device& dev) {
     auto& d = dynamic_cast<DeviceImpl&>(dev);
     std::lock_guard lk(d.mu_);
-    std::vector<int> fds{d.sock_.fd()};
-    for (const auto& s : d.class_socks_)
-        fds.push_back(s->fd());
-    return fds;
+    return d.class_socks_.fds();
 }
 
 } // namespace roce::sw

@@ -7,10 +7,13 @@
 #include <random>
 #include <netinet/udp.h>
 #include <sys/epoll.h>
+#include <type_traits>
 #include <vector>
 
 #include "common/clock.hpp"
 #include "common/log.hpp"
+#include "gid/traffic_class.hpp"
+#include "sw/class_sockets.hpp"
 #include "sw/fault.hpp"
 #include "sw/gso_icrc.hpp"
 #include "sw/udp_socket.hpp"
@@ -19,6 +22,7 @@
 namespace roce::sw {
 namespace {
 
+static_assert(std::is_same_v<ud::ClassAdvert, gid::TcAdvert>);
 constexpr unsigned tx_batch = 32;
 // What a UD packet may carry on receive, whatever our own MTU: the largest IB MTU.
 constexpr size_t max_rx_payload = 4096;
@@ -68,11 +72,19 @@ public:
 
     ~UdQpImpl() override { flush_batch(); }
 
-    Status send(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt) override {
-        return stage(dst, iov, iovcnt, false);
+    ud::ClassAdvert class_advert() const override { return gid::encode_tc_advert(own_class()); }
+    ud::ClassId class_for(const ud::ClassAdvert& peer) override {
+        // A class that gets no socket of its own (ClassSockets::get says why, once) goes to the
+        // peer in ours, ToS included: our side then differs from the peer's until it is resolved.
+        const gid::TrafficClass t = gid::class_with(own_class(), peer);
+        return classes_.get(t.tos, t.priority);
     }
-    Status send_held(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt) override {
-        return stage(dst, iov, iovcnt, true);
+
+    Status send(const ud::UdAddr& dst, ud::ClassId cls, const iovec* iov, size_t iovcnt) override {
+        return stage(dst, cls, iov, iovcnt, false);
+    }
+    Status send_held(const ud::UdAddr& dst, ud::ClassId cls, const iovec* iov, size_t iovcnt) override {
+        return stage(dst, cls, iov, iovcnt, true);
     }
     void flush() override { flush_batch(); }
     bool holds_sends() const override { return true; }
@@ -97,13 +109,18 @@ public:
     }
 
 private:
+    gid::TrafficClass own_class() const {
+        return gid::traffic_class_of(cfg_.traffic_class, cfg_.traffic_class_source, cfg_.priority,
+                                     cfg_.priority_source);
+    }
+
     struct Run {
         unsigned first = 0, n = 0;   // batch_[first, first + n): one sendmmsg message
     };
 
     // Builds the packet into the next batch slot; sends it (and what waits before it) unless
     // `hold` and the batch has room. Fault injection sends one by one, as before batching.
-    Status stage(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt, bool hold) {
+    Status stage(const ud::UdAddr& dst, ud::ClassId cls, const iovec* iov, size_t iovcnt, bool hold) {
         if (dst.net.family != sock_.local().family) {
             return Status::unreachable;
         }
@@ -143,12 +160,12 @@ private:
         sockaddr_storage ss;
         const socklen_t sl = to_sockaddr(dst.net, ss);
         if (faulty) {
-            return send_faulty(n, ss, sl);
+            return send_faulty(n, ss, sl, cls);
         }
         if (batch_n_ == 0 && !hold) {
-            return transmit(buf, n, ss, sl);   // alone: one sendto, refused -> no_resource
+            return transmit(buf, n, ss, sl, cls);   // alone: one sendto, refused -> no_resource
         }
-        batch_[batch_n_++] = {n, ss, sl};
+        batch_[batch_n_++] = {n, ss, sl, cls};
         if (!hold || batch_n_ == tx_batch) {
             flush_batch();   // what the socket refuses stays queued, in order
         }
@@ -167,8 +184,8 @@ private:
     bool flush_batch() {
         unsigned done = 0;
         while (done < batch_n_) {
-            const unsigned m = build_runs(done);
-            const int r = sock_.send_mmsg(batch_msgs_.data(), m);
+            const unsigned m = build_runs(done);   // all from one class socket
+            const int r = classes_.at(batch_[done].cls).send_mmsg(batch_msgs_.data(), m);
             const int err = r < 0 ? errno : 0;
             const unsigned sent = r < 0 ? 0 : unsigned(r);
             for (unsigned q = 0; q < sent; ++q) {
@@ -206,15 +223,18 @@ private:
         return batch_n_ == 0;
     }
 
-    // The messages for batch_[from, batch_n_), a run each (ICRCs patched); returns how many.
+    // The messages for batch_[from, end), a run each (ICRCs patched), where end is where the
+    // batch or its first slot's class ends (one sendmmsg, one socket); returns how many.
     unsigned build_runs(unsigned from) {
         unsigned m = 0;
-        for (unsigned i = from; i < batch_n_; ++m) {
+        unsigned end = from;
+        while (end < batch_n_ && batch_[end].cls == batch_[from].cls) ++end;
+        for (unsigned i = from; i < end; ++m) {
             const Slot& f = batch_[i];
             unsigned j = i + 1;
             if (gso_) {
                 const unsigned cap = std::min<unsigned>(GsoIcrcPatches::max_segments, unsigned(65507 / f.len));
-                while (j < batch_n_ && j - i < cap && batch_[j].sl == f.sl && batch_[j].len <= f.len &&
+                while (j < end && j - i < cap && batch_[j].sl == f.sl && batch_[j].len <= f.len &&
                        std::memcmp(&batch_[j].sa, &f.sa, f.sl) == 0) {
                     const bool shorter = batch_[j].len < f.len;
                     ++j;
@@ -330,8 +350,8 @@ private:
         return 1;
     }
 
-    Status transmit(const uint8_t* p, size_t n, sockaddr_storage& ss, socklen_t sl) {
-        const ssize_t r = ::sendto(sock_.fd(), p, n, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&ss), sl);
+    Status transmit(const uint8_t* p, size_t n, sockaddr_storage& ss, socklen_t sl, ud::ClassId cls) {
+        const ssize_t r = ::sendto(classes_.at(cls).fd(), p, n, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&ss), sl);
         if (r < 0) {
             if (errno == EAGAIN || errno == ENOBUFS) {
                 ++st_.tx_dropped;
@@ -347,7 +367,7 @@ private:
         return Status::ok;
     }
 
-    Status send_faulty(size_t n, sockaddr_storage& ss, socklen_t sl) {
+    Status send_faulty(size_t n, sockaddr_storage& ss, socklen_t sl, ud::ClassId cls) {
         const FaultInjector::Decision d = faults_.decide(tx_buf_[0]);
         if (d.drop) {
             ++st_.faults_dropped;
@@ -356,7 +376,7 @@ private:
         if (d.delay) {   // sent by flush_held once due: late, behind later packets
             ++st_.faults_delayed;
             delayed_.push_back({now_ns() + uint64_t(cfg_.faults.delay_us) * 1000,
-                                std::vector<uint8_t>(tx_buf_.begin(), tx_buf_.begin() + ptrdiff_t(n)), ss, sl});
+                                std::vector<uint8_t>(tx_buf_.begin(), tx_buf_.begin() + ptrdiff_t(n)), ss, sl, cls});
             return Status::ok;
         }
         if (d.truncate) {   // the receiver's length and ICRC checks must refuse what is left
@@ -372,13 +392,14 @@ private:
             held_.assign(tx_buf_.begin(), tx_buf_.begin() + ptrdiff_t(n));
             held_sa_ = ss;
             held_sl_ = sl;
+            held_cls_ = cls;
             has_held_ = true;
             return Status::ok;
         }
-        Status s = transmit(tx_buf_.data(), n, ss, sl);
+        Status s = transmit(tx_buf_.data(), n, ss, sl, cls);
         if (d.duplicate) {
             ++st_.faults_duplicated;
-            transmit(tx_buf_.data(), n, ss, sl);
+            transmit(tx_buf_.data(), n, ss, sl, cls);
         }
         flush_held();
         return s;
@@ -387,18 +408,19 @@ private:
     void flush_held() {
         if (has_held_) {
             has_held_ = false;
-            transmit(held_.data(), held_.size(), held_sa_, held_sl_);
+            transmit(held_.data(), held_.size(), held_sa_, held_sl_, held_cls_);
         }
         const uint64_t t = delayed_.empty() ? 0 : now_ns();
         while (!delayed_.empty() && delayed_.front().due_ns <= t) {
             Delayed& d = delayed_.front();
-            transmit(d.bytes.data(), d.bytes.size(), d.sa, d.sl);
+            transmit(d.bytes.data(), d.bytes.size(), d.sa, d.sl, d.cls);
             delayed_.pop_front();
         }
     }
 
     UdQpConfig cfg_;
     UdpSocket sock_;
+    ClassSockets classes_{sock_};   // ClassId = its socket id (0: sock_)
     FaultInjector faults_;
     uint32_t qpn_ = 0;
     uint32_t psn_ = 0;
@@ -409,6 +431,7 @@ private:
         size_t len = 0;
         sockaddr_storage sa{};
         socklen_t sl = 0;
+        ud::ClassId cls = 0;
     };
     struct alignas(8) Cmsg {
         uint8_t b[CMSG_SPACE(sizeof(uint16_t))];
@@ -434,12 +457,14 @@ private:
     std::vector<uint8_t> held_;
     sockaddr_storage held_sa_{};
     socklen_t held_sl_ = 0;
+    ud::ClassId held_cls_ = 0;
     bool has_held_ = false;
     struct Delayed {
         uint64_t due_ns;
         std::vector<uint8_t> bytes;
         sockaddr_storage sa;
         socklen_t sl;
+        ud::ClassId cls;
     };
     std::deque<Delayed> delayed_;   // FaultConfig::delay
     ud::DatagramStats st_;

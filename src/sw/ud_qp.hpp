@@ -15,8 +15,14 @@ struct UdQpConfig {
     PortRange ports;                // 0: ephemeral (sw/device.hpp)
     uint32_t mtu = 4096;            // payload bytes per packet (IB MTU)
     uint32_t qkey = 0x1ee7a330;
-    uint8_t traffic_class = 0;      // IP TOS / IPv6 traffic class of every packet
-    uint8_t priority = 0;           // SO_PRIORITY of every packet (the PCP behind a VLAN's egress-qos-map)
+    // The QP's own class: IP TOS / IPv6 traffic class and SO_PRIORITY (the PCP behind a VLAN's
+    // egress-qos-map), each with its gid::TcSource (0 builtin, 1 device default, 2 configured).
+    // Peers that advertise theirs get the negotiated class (DatagramQp::class_for), from a class
+    // socket when it differs (class_sockets.hpp).
+    uint8_t traffic_class = 0;
+    uint8_t traffic_class_source = 0;
+    uint8_t priority = 0;
+    uint8_t priority_source = 0;
     FaultConfig faults;             // transmit-side fault injection (tests)
 };
 

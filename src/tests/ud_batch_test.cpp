@@ -62,7 +62,7 @@ TEST(UdBatch, HeldDatagramsLeaveAtFlushInOrderWithValidIcrc) {
             const bool b_side = (i / 4) % 3 != 2;   // runs of 4 to one side
             const std::vector<uint8_t> p = payload(i);
             iovec iov{const_cast<uint8_t*>(p.data()), p.size()};
-            ASSERT_EQ(a->send_held(b_side ? b->address() : c->address(), &iov, 1), Status::ok);
+            ASSERT_EQ(a->send_held(b_side ? b->address() : c->address(), 0, &iov, 1), Status::ok);
             (b_side ? to_b : to_c).push_back(i);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -101,7 +101,7 @@ TEST(UdBatch, SegmentIcrcsCarryTheirIpv4Ids) {
     dst.qpn = 77;
     std::vector<uint8_t> p(1000, 0x5a);
     iovec iov{p.data(), p.size()};
-    for (int i = 0; i < 10; ++i) ASSERT_EQ(a->send_held(dst, &iov, 1), Status::ok);
+    for (int i = 0; i < 10; ++i) ASSERT_EQ(a->send_held(dst, 0, &iov, 1), Status::ok);
     a->flush();
     wire::IpContext ip;
     std::memcpy(ip.src_ip, a->address().net.ip, 4);
@@ -133,7 +133,7 @@ TEST(UdBatch, PlainSendAndFullBatchFlush) {
     uint32_t n = 0;
     auto put = [&](bool held) {
         iovec iov{&n, sizeof(n)};
-        const Status s = held ? a->send_held(b->address(), &iov, 1) : a->send(b->address(), &iov, 1);
+        const Status s = held ? a->send_held(b->address(), 0, &iov, 1) : a->send(b->address(), 0, &iov, 1);
         ++n;
         return s;
     };

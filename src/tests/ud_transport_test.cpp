@@ -47,7 +47,7 @@ public:
         return a;
     }
     size_t max_payload() const override { return max_payload_; }
-    Status send(const UdAddr&, const iovec* iov, size_t n) override {
+    Status send(const UdAddr&, ClassId, const iovec* iov, size_t n) override {
         std::vector<uint8_t> d;
         for (size_t i = 0; i < n; ++i) {
             auto* b = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -537,7 +537,7 @@ TEST(UdTransportSw, PayloadAboveTheLargestMtuIsDropped) {
     ASSERT_EQ(sw::open_ud_qp(small, b), Status::ok);
     std::vector<uint8_t> payload(4097, 1);
     iovec io{payload.data(), 4096};
-    ASSERT_EQ(a->send(b->address(), &io, 1), Status::ok);
+    ASSERT_EQ(a->send(b->address(), 0, &io, 1), Status::ok);
     // The same packet with one byte more, ICRC and all, from a plain socket.
     sw::UdpSocket raw;
     ASSERT_EQ(raw.open("127.0.0.1", 0, 0, 0), Status::ok);

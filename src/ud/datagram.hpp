@@ -6,6 +6,7 @@
 // Delivery is unreliable and unordered: datagrams may be lost, duplicated or reordered.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -55,20 +56,33 @@ struct DatagramStats {
     uint64_t faults_truncated = 0, faults_delayed = 0;
 };
 
+// A QP's traffic class as its address advertises it (gid::TcAdvert: ToS, priority and where each
+// came from); all zero: none.
+using ClassAdvert = std::array<uint8_t, 4>;
+
+// Which class a datagram leaves in: 0 is the QP's own; others come from class_for().
+using ClassId = uint8_t;
+
 class DatagramQp {
 public:
     virtual ~DatagramQp() = default;
     virtual UdAddr address() const = 0;
     // Largest payload of one datagram (the path MTU).
     virtual size_t max_payload() const = 0;
+    // Our class, for the address peers connect to. Default: none (the peers keep their own).
+    virtual ClassAdvert class_advert() const { return {}; }
+    // The class to send to a peer that advertised `peer` in: the two sides' negotiated class
+    // (gid::negotiate_traffic_class, symmetric, so the peer computes the same), as an id for
+    // send(). 0 when it is our own, the advert is empty or malformed, or no more classes fit.
+    virtual ClassId class_for(const ClassAdvert& /*peer*/) { return 0; }
     // Copies the payload before return. no_resource: the device cannot take it now (retry
     // later); unreachable: wrong address family; invalid_param: larger than max_payload.
-    virtual Status send(const UdAddr& dst, const iovec* iov, size_t iovcnt) = 0;
+    virtual Status send(const UdAddr& dst, ClassId cls, const iovec* iov, size_t iovcnt) = 0;
     // As send(), but the device may keep the datagram until the next send(), flush() or poll(),
     // or until a batch is full: on the userspace device a burst then costs one system call
     // (sendmmsg) instead of one per datagram. Order is kept. Default: send() at once.
-    virtual Status send_held(const UdAddr& dst, const iovec* iov, size_t iovcnt) {
-        return send(dst, iov, iovcnt);
+    virtual Status send_held(const UdAddr& dst, ClassId cls, const iovec* iov, size_t iovcnt) {
+        return send(dst, cls, iov, iovcnt);
     }
     // Sends what send_held() kept (what the socket refuses stays for the next try).
     virtual void flush() {}

@@ -82,7 +82,7 @@ void Transport::arm() {
     qp_->arm();
 }
 
-Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload) {
+Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload, const ClassAdvert* cls) {
     std::lock_guard lk(mu_);
     auto it = by_addr_.find(addr);
     PeerId id;
@@ -98,6 +98,8 @@ Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload) {
     }
     // Packets queued before keep their size: the peer's QP took them before it was known.
     Peer& p = *peers_[id];
+    if (cls)
+        p.cls = qp_->class_for(*cls);
     if (max_payload > header_size && max_payload - header_size < p.frag) {
         p.frag = max_payload - header_size;
         const size_t most = cfg_.tx.queue_len * p.frag;
@@ -136,8 +138,8 @@ void Transport::activate(PeerId id) {
     }
 }
 
-Status Transport::put(const UdAddr& dst, const iovec* iov, size_t iovcnt) {
-    return hold_ ? qp_->send_held(dst, iov, iovcnt) : qp_->send(dst, iov, iovcnt);
+Status Transport::put(const Peer& p, const iovec* iov, size_t iovcnt) {
+    return hold_ ? qp_->send_held(p.addr, p.cls, iov, iovcnt) : qp_->send(p.addr, p.cls, iov, iovcnt);
 }
 
 bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
@@ -153,7 +155,7 @@ bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     encode(h, hdr);
     iovec iov[2] = {{hdr, header_size},
                     {const_cast<uint8_t*>(pkt.payload.data()), pkt.payload.size()}};
-    const Status s = put(p.addr, iov, pkt.payload.empty() ? 1 : 2);
+    const Status s = put(p, iov, pkt.payload.empty() ? 1 : 2);
     if (s == Status::no_resource) {
         return false;
     }
@@ -175,7 +177,7 @@ void Transport::send_ack(Peer& p) {
     uint8_t hdr[header_size];
     encode(h, hdr);
     iovec iov{hdr, header_size};
-    if (put(p.addr, &iov, 1) != Status::no_resource) {
+    if (put(p, &iov, 1) != Status::no_resource) {
         p.rx->ack_sent();
         ++stats_.acks_sent;
         ++p.acks_sent;

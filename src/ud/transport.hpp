@@ -90,7 +90,11 @@ public:
     // packets to it carry no more than that, nor more than ours — both ends' MTUs, as rc_roce's
     // CM takes the smaller (a 4096-byte packet from a jumbo-frame host is dropped on its way to a
     // 1500-byte one, and the peer would time out). 0: unknown, this QP's own.
-    PeerId peer(const UdAddr& addr, size_t max_payload = 0);
+    // `cls`, when known (the interface address carries it too), is the peer's class advert: data,
+    // probes and ACKs to it then leave in the class both sides negotiate from their adverts, so
+    // both directions agree once each side has an endpoint to the other (before, a peer only
+    // heard from is answered in our own class).
+    PeerId peer(const UdAddr& addr, size_t max_payload = 0, const ClassAdvert* cls = nullptr);
     UdAddr peer_addr(PeerId id) const;
     Status peer_status(PeerId id) const;
 
@@ -124,6 +128,7 @@ public:
     // Arms the QP's event source (call only from the owner, before waiting on event_fd()).
     void arm();
     UdAddr address() const { return qp_->address(); }
+    ClassAdvert class_advert() const { return qp_->class_advert(); }
     size_t max_datagram_payload() const { return qp_->max_payload(); }   // what peers may send us
     DatagramStats qp_stats() const { return qp_->stats(); }
     TransportStats stats() const;
@@ -150,6 +155,7 @@ private:
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
         size_t frag = 0;                 // AM bytes per packet to it (peer())
+        ClassId cls = 0;                 // the class its packets leave in (peer())
         // Packets an AM of len bytes takes to this peer (an empty AM still takes one).
         size_t packets_for(size_t len) const { return std::max<size_t>(1, (len + frag - 1) / frag); }
         std::unique_ptr<Sender> tx;
@@ -160,7 +166,7 @@ private:
     Sender& tx(Peer& p);
     Receiver& rx(Peer& p);
     bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
-    Status put(const UdAddr& dst, const iovec* iov, size_t iovcnt);   // send or send_held (hold_)
+    Status put(const Peer& p, const iovec* iov, size_t iovcnt);   // send or send_held (hold_)
     void send_ack(Peer& p);
     void on_datagram(const Datagram& d, uint64_t now);
     void fail(PeerId id, Status why);

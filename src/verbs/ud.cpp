@@ -25,6 +25,7 @@ public:
     uint32_t qpn() const override { return qp_->qp_num; }
     const GidChoice& gid() const override { return gid_; }
     const gid::TrafficClass& traffic_class() const override { return tc_; }
+    uint8_t class_id(const gid::TrafficClass& tc) override;
     UdDest address() const override {
         UdDest d;
         std::memcpy(d.gid, gid_.gid, 16);
@@ -33,7 +34,7 @@ public:
     }
     uint32_t max_msg() const override { return send_mtu_; }
     Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
-                     const uint32_t* imm) override;
+                     const uint32_t* imm, uint8_t cls) override;
     unsigned progress() override;
     int event_fd() const override { return channel_->fd; }
     void arm() override {
@@ -48,7 +49,10 @@ private:
         bool has_imm;
         uint32_t imm;
     };
-    ibv_ah* ah_for(const uint8_t* gid);
+    // Address handles per destination GID and class (the class is the handle's GRH traffic
+    // class and SL): key = GID bytes + class id.
+    using AhKey = std::array<uint8_t, 17>;
+    ibv_ah* ah_for(const uint8_t* gid, uint8_t cls);
     void drain_events();
     // One CQ batch: send completions free slots; receives go to `rx` (in CQ order).
     int poll_cq(Rx* rx, int& nrx);
@@ -60,7 +64,9 @@ private:
     UdConfig cfg_;
     std::shared_ptr<PdImpl> pd_;
     GidChoice gid_;
-    gid::TrafficClass tc_;
+    gid::TrafficClass tc_;                    // our own (init): class id 0
+    std::vector<gid::TrafficClass> classes_;  // class_id()'s others: id i + 1
+    bool warned_classes_ = false;
     uint32_t mtu_ = 0;        // the port's active MTU: receive buffer payload
     uint32_t send_mtu_ = 0;   // largest datagram we send: also the GID's netdev's (init)
     uint32_t max_inline_ = 0;   // what the QP granted
@@ -79,8 +85,8 @@ private:
     // earlier slot too (UCX's ud_verbs moderates the same way: one CQE fewer to poll per send).
     uint64_t sq_head_ = 0, sq_tail_ = 0;
     std::vector<uint64_t> slot_wr_id_;
-    std::map<std::array<uint8_t, 16>, AhPtr> ahs_;
-    std::array<uint8_t, 16> last_gid_{};   // the last destination and its handle: traffic
+    std::map<AhKey, AhPtr> ahs_;
+    AhKey last_key_{};                    // the last destination and its handle: traffic
     ibv_ah* last_ah_ = nullptr;           // comes in runs to one peer
     std::deque<Completion> comps_;
     std::deque<Rx> rq_;                   // received by progress(), not yet handed out
@@ -209,20 +215,41 @@ void UdQpImpl::flush_reposts(bool all) {
     repost_.clear();
 }
 
-ibv_ah* UdQpImpl::ah_for(const uint8_t* gid) {
-    if (last_ah_ && std::memcmp(last_gid_.data(), gid, 16) == 0)
-        return last_ah_;
-    std::array<uint8_t, 16> k;
+uint8_t UdQpImpl::class_id(const gid::TrafficClass& tc) {
+    auto same = [&](const gid::TrafficClass& c) { return c.tos == tc.tos && c.priority == tc.priority; };
+    if (same(tc_))
+        return 0;
+    for (size_t i = 0; i < classes_.size(); ++i) {
+        if (same(classes_[i]))
+            return uint8_t(i + 1);
+    }
+    if (classes_.size() == max_classes) {
+        if (!warned_classes_)
+            ROCE_WARN("verbs: UD QP %u: %zu traffic classes besides ours in use: peers in %s get ours (%s)",
+                      qp_->qp_num, max_classes, tc.str().c_str(), tc_.str().c_str());
+        warned_classes_ = true;
+        return 0;
+    }
+    classes_.push_back(tc);
+    return uint8_t(classes_.size());
+}
+
+ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
+    AhKey k;
     std::memcpy(k.data(), gid, 16);
+    k[16] = cls <= classes_.size() ? cls : 0;   // an id this QP did not give: ours
+    if (last_ah_ && k == last_key_)
+        return last_ah_;
     auto it = ahs_.find(k);
     if (it == ahs_.end()) {
+        const gid::TrafficClass& tc = k[16] == 0 ? tc_ : classes_[k[16] - 1u];
         ibv_ah_attr a{};
         a.is_global = 1;
         std::memcpy(a.grh.dgid.raw, gid, 16);
         a.grh.sgid_index = uint8_t(gid_.index);
         a.grh.hop_limit = cfg_.hop_limit;
-        a.grh.traffic_class = tc_.tos;
-        a.sl = tc_.priority;
+        a.grh.traffic_class = tc.tos;
+        a.sl = tc.priority;
         a.port_num = cfg_.port;
         AhPtr ah(ibv_create_ah(pd_->pd(), &a));
         if (!ah) {
@@ -231,13 +258,13 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid) {
         }
         it = ahs_.emplace(k, std::move(ah)).first;
     }
-    last_gid_ = k;
+    last_key_ = k;
     last_ah_ = it->second.get();
     return last_ah_;
 }
 
 Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
-                           const uint32_t* imm) {
+                           const uint32_t* imm, uint8_t cls) {
     size_t total = 0;
     for (size_t i = 0; i < iovcnt; ++i)
         total += iov[i].iov_len;
@@ -248,7 +275,7 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
         if (sq_head_ - sq_tail_ == cfg_.sq_depth)
             return Status::no_resource;
     }
-    ibv_ah* ah = ah_for(dest.gid);
+    ibv_ah* ah = ah_for(dest.gid, cls);
     if (!ah)
         return Status::unreachable;
     const uint32_t slot = uint32_t(sq_head_ % cfg_.sq_depth);

@@ -69,15 +69,20 @@ public:
     static Status open(const UdConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<UdQp>& out);
     virtual uint32_t qpn() const = 0;
     virtual const GidChoice& gid() const = 0;
-    // The class of every datagram: the GID settings', else the port's tc/<port>/traffic_class.
-    // Its priority is the address handles' SL (hardware RoCE NICs: the PCP; rxe ignores it).
+    // Our class: the GID settings', else the port's tc/<port>/traffic_class. Datagrams carry it
+    // unless post_send names another (class_id). A class's priority is the address handles' SL
+    // (hardware RoCE NICs: the PCP; rxe ignores it).
     virtual const gid::TrafficClass& traffic_class() const = 0;
+    // An id for sending in class `tc` (post_send's cls): 0 is traffic_class(); a QP keeps up to
+    // max_classes besides its own (peers' adverts choose them), later ones get 0 (one warning).
+    virtual uint8_t class_id(const gid::TrafficClass& tc) = 0;
+    static constexpr size_t max_classes = 16;
     virtual UdDest address() const = 0;     // our GID + QPN
     virtual uint32_t max_msg() const = 0;   // the port's active MTU
     // Copies the payload before return. Errors: invalid_param (larger than max_msg),
     // no_resource (send queue full).
     virtual Status post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,
-                             const uint32_t* imm = nullptr) = 0;
+                             const uint32_t* imm = nullptr, uint8_t cls = 0) = 0;
     virtual unsigned progress() = 0;
     // Readable once a completion arrives after arm() (a completion channel; progress() drains it).
     virtual int event_fd() const = 0;

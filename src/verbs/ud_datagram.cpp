@@ -3,9 +3,12 @@
 #include <netinet/in.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace roce::verbs {
 namespace {
+
+static_assert(std::is_same_v<ud::ClassAdvert, gid::TcAdvert>);
 
 WireAddr gid_to_net(const uint8_t gid[16]) {
     static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -43,11 +46,16 @@ public:
     void arm() override { qp_->arm(); }
     ud::DatagramStats stats() const override { return st_; }
 
-    Status send(const ud::UdAddr& dst, const iovec* iov, size_t iovcnt) override {
+    ud::ClassAdvert class_advert() const override { return gid::encode_tc_advert(qp_->traffic_class()); }
+    ud::ClassId class_for(const ud::ClassAdvert& peer) override {
+        return qp_->class_id(gid::class_with(qp_->traffic_class(), peer));
+    }
+
+    Status send(const ud::UdAddr& dst, ud::ClassId cls, const iovec* iov, size_t iovcnt) override {
         size_t len = 0;
         for (size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
         // wr_id 0: no completion reported (the QP retires its slot by itself).
-        const Status s = qp_->post_send(0, net_to_dest(dst), iov, iovcnt);
+        const Status s = qp_->post_send(0, net_to_dest(dst), iov, iovcnt, nullptr, cls);
         if (s == Status::ok) {
             ++st_.tx_packets;
             st_.tx_bytes += len;

@@ -593,6 +593,15 @@ static int test_ep2ep(void)
     MUST(uct_iface_get_device_address(c.receiver, (uct_device_addr_t*)dev_b));
     MUST(uct_ep_get_address(a, (uct_ep_addr_t*)ep_a));
     MUST(uct_ep_get_address(b, (uct_ep_addr_t*)ep_b));
+    CHECK(attr.ep_addr_len == 10 && (ep_b[5] & 0x80), "ep address: %zu bytes, MTU code 0x%02x",
+          attr.ep_addr_len, ep_b[5]);
+    /* An address of the format before the class advert (6 bytes, bit 7 of the MTU code clear)
+     * is refused, not read past its end. */
+    uint8_t old_fmt[6];
+    memcpy(old_fmt, ep_b, sizeof(old_fmt));
+    old_fmt[5] &= 0x7f;
+    s = uct_ep_connect_to_ep(a, (uct_device_addr_t*)dev_b, (uct_ep_addr_t*)old_fmt);
+    CHECK(s == UCS_ERR_INVALID_ADDR, "connect_to_ep with an older build's address: %s", ucs_status_string(s));
     MUST(uct_ep_connect_to_ep(a, (uct_device_addr_t*)dev_b, (uct_ep_addr_t*)ep_b));
     MUST(uct_ep_connect_to_ep(b, (uct_device_addr_t*)dev_a, (uct_ep_addr_t*)ep_a));
     s = uct_ep_connect_to_ep(a, (uct_device_addr_t*)dev_b, (uct_ep_addr_t*)ep_b);

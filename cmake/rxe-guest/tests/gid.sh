@@ -19,8 +19,9 @@
 #   gid.tc.tag_lat     UCP tag_lat, server on rxeB with UCX_RC_ROCE_DSCP=46 (ToS 186 with ECT(0)),
 #                      client on rxeA with default settings (ToS 106), dumpcap on vA: every RC packet
 #                      in both directions must carry ToS 186 (`roce_doctor wire` summarises the capture)
-#   gid.tc.ud          UCP tag_lat over ud_roce, client DSCP 10, server DSCP 46: each side's UD packets
-#                      carry its own class (ToS 42 from rxeA, 186 from rxeB; ud_roce does not negotiate)
+#   gid.tc.ud[_client] the same over ud_roce (UCX_UD_ROCE_DSCP=46 on the server, then on the client):
+#                      the class each interface address carries is negotiated, every UD packet both
+#                      ways in ToS 186
 #   gid.tc.rxe_vlan    the same pair over VLAN 100 on vA/vB (identity egress-qos-map) with
 #                      UCX_RC_ROCE_PRIORITY=5 on the server: the PCP kernel rxe really sends, per
 #                      direction (measured; rxe ignores the QPs' SL, so 0 is expected)
@@ -172,6 +173,26 @@ gid_bad_settings() {
   return $rc
 }
 
+# gid_tos_all <name> <kind> <tos>: every <kind> flow (rc, ud) of the `roce_doctor wire` summary in
+# $LOG carries <tos>, and both directions between rxeA and rxeB are there; results
+# <name>.{client_to_server,server_to_client}.tos, failure step <name>.wire.
+gid_tos_all() {
+  local name=$1 kind=$2 want=$3 fwd="" rev="" bad="" t n
+  local -a w
+  # flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E
+  while read -r -a w; do
+    [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = "$kind" ] || continue
+    t=${w[6]#tos=} n=${w[5]#packets=}
+    [ "$t" = "$want" ] || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
+    [ "${w[1]}" = $GID_A_IP ] && [ "$t" = "$want" ] && fwd=$t
+    [ "${w[1]}" = $GID_B_IP ] && [ "$t" = "$want" ] && rev=$t
+  done < "$LOG"
+  result "$name.client_to_server.tos" "${fwd:--1}" tos
+  result "$name.server_to_client.tos" "${rev:--1}" tos
+  [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
+    || fail_step "$name.wire" "${kind^^} packets not all in ToS $want both ways:${bad:- a direction is missing}"
+}
+
 gid_tc_cleanup() {
   rdma link delete rxeA 2>/dev/null
   rdma link delete rxeB 2>/dev/null
@@ -249,54 +270,30 @@ gid_group() {
     pair gid.tc.tag_lat "$port" && perf_lat gid.tc.tag_lat gid.tc.tag_lat
     nap 0.5
     kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
-    T=30 step gid.tc.wire "$doctor" wire "$cap"
-    if [ -s "$LOG" ]; then
-      local -a w; local fwd="" rev="" bad=""
-      # flow SRC -> DST KIND packets=N tos=T dscp=D ecn=E
-      while read -r -a w; do
-        [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = rc ] || continue
-        local t=${w[6]#tos=} n=${w[5]#packets=}
-        [ "$t" = "$want" ] || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
-        [ "${w[1]}" = $GID_A_IP ] && [ "$t" = "$want" ] && fwd=$t
-        [ "${w[1]}" = $GID_B_IP ] && [ "$t" = "$want" ] && rev=$t
-      done < "$LOG"
-      result gid.tc.client_to_server.tos "${fwd:--1}" tos
-      result gid.tc.server_to_client.tos "${rev:--1}" tos
-      [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
-        || fail_step gid.tc.wire "RC packets not all in ToS $want both ways:${bad:- a direction is missing}"
-    fi
+    T=30 step gid.tc.wire "$doctor" wire "$cap" && gid_tos_all gid.tc rc "$want"
 
-    # ud_roce has no connection setup: each side sends in its own class (as UCX's ud_verbs). Both
-    # sides configured differently (client DSCP 10, server DSCP 46): every UD packet from rxeA
-    # carries ToS 42, every one from rxeB ToS 186 - the class reaches the address handles.
-    cap=$OUT/gid-tc-ud.pcap
-    dumpcap -q -P -i vA -f "udp port 4791" -w "$cap" > "$LOGDIR/gid.tc.ud.dumpcap" 2>&1 &
-    cpid=$!
-    for ((i = 0; i < 100; i++)); do [ -s "$cap" ] && break; nap 0.1; done
-    port=$((port + 1))
-    SRV=(env UCX_NET_DEVICES=rxeB:1 UCX_UD_ROCE_DSCP=46 "UCX_TLS=ud_roce,self" ucx_perftest -p "$port")
-    CLI=(env UCX_NET_DEVICES=rxeA:1 UCX_UD_ROCE_DSCP=10 "UCX_TLS=ud_roce,self" ucx_perftest -p "$port" localhost
-         -t tag_lat -n 300 -w 30)
-    pair gid.tc.ud "$port"
-    nap 0.5
-    kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
-    T=30 step gid.tc.ud.wire "$doctor" wire "$cap"
-    if [ -s "$LOG" ]; then
-      local -a w; local fwd="" rev="" bad=""
-      while read -r -a w; do
-        [ "${w[0]:-}" = flow ] && [ "${w[4]:-}" = ud ] || continue
-        local t=${w[6]#tos=} n=${w[5]#packets=}
-        if [ "${w[1]}" = $GID_A_IP ]; then
-          [ "$t" = 42 ] && fwd=$t || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
-        elif [ "${w[1]}" = $GID_B_IP ]; then
-          [ "$t" = 186 ] && rev=$t || bad+=" ${w[1]}->${w[3]}:tos=$t(x$n)"
-        fi
-      done < "$LOG"
-      result gid.tc.ud.client_to_server.tos "${fwd:--1}" tos
-      result gid.tc.ud.server_to_client.tos "${rev:--1}" tos
-      [ -n "$fwd" ] && [ -n "$rev" ] && [ -z "$bad" ] \
-        || fail_step gid.tc.ud.wire "UD packets not in their sender's class (rxeA 42, rxeB 186):${bad:- a direction is missing}"
-    fi
+    # ud_roce: each interface address carries its class, and a side sends to a peer in the class
+    # both negotiate once it has the peer's address (UCP's wireup gives each side the other's).
+    # DSCP 46 on the server (gid.tc.ud), then on the client (gid.tc.ud_client), the other side
+    # with default settings: every UD packet in both directions must carry ToS 186, as rc_roce's.
+    local who srv_env cli_env name
+    for who in server client; do
+      srv_env=UCX_UD_ROCE_DSCP=auto cli_env=UCX_UD_ROCE_DSCP=auto name=gid.tc.ud
+      [ "$who" = server ] && srv_env=UCX_UD_ROCE_DSCP=$dscp
+      [ "$who" = client ] && { cli_env=UCX_UD_ROCE_DSCP=$dscp; name=gid.tc.ud_client; }
+      cap=$OUT/$name.pcap
+      dumpcap -q -P -i vA -f "udp port 4791" -w "$cap" > "$LOGDIR/$name.dumpcap" 2>&1 &
+      cpid=$!
+      for ((i = 0; i < 100; i++)); do [ -s "$cap" ] && break; nap 0.1; done
+      port=$((port + 1))
+      SRV=(env UCX_NET_DEVICES=rxeB:1 "$srv_env" "UCX_TLS=ud_roce,self" ucx_perftest -p "$port")
+      CLI=(env UCX_NET_DEVICES=rxeA:1 "$cli_env" "UCX_TLS=ud_roce,self" ucx_perftest -p "$port" localhost
+           -t tag_lat -n 300 -w 30)
+      pair "$name" "$port"
+      nap 0.5
+      kill -INT "$cpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+      T=30 step "$name.wire" "$doctor" wire "$cap" && gid_tos_all "$name" ud "$want"
+    done
 
     # What kernel rxe makes of the priority: UCX_RC_ROCE_PRIORITY=5 on the server (the QPs' SL
     # on both sides), over the VLAN netdevs. Measured, not asserted: rxe's source drops the SL and
