@@ -39,7 +39,8 @@ inline constexpr ConfigVar gid_config_vars[] = {
      "Address family of the GID; auto prefers IPv4 and falls back to IPv6."},
     {"ROCE_VERSION", "auto", "auto, 1, 2",
      "RoCE version of the GID; auto prefers v2 (routable) over v1. rc_roce connects through rdma_cm "
-     "(RoCE v2) on RDMA devices and the userspace device speaks v2 only, so 1 is refused by both."},
+     "(RoCE v2) on RDMA devices and the userspace device speaks v2 only, so both refuse 1 there; "
+     "ud_roce on an RDMA device may use a v1 entry (one L2 segment; every peer must use v1 too)."},
     {"SUBNETS", "all", "all, or comma-separated CIDR prefixes (a leading ^ denies them)",
      "Only use GIDs whose address is inside (or, with ^, outside) these subnets."},
     {"REACHABILITY", "route", "route, local_subnet, all",

@@ -11,6 +11,7 @@
 
 #include "common/log.hpp"
 #include "wire/byteorder.hpp"
+#include "wire/inet_csum.hpp"
 #include "wire/pcap.hpp"
 
 namespace roce::sw {
@@ -19,21 +20,6 @@ namespace {
 constexpr uint32_t snaplen = 65535;
 constexpr uint8_t ip_ttl = 64;
 constexpr uint8_t ipproto_udp = 17;
-
-// Ones' complement sum of big-endian 16-bit words (an odd last byte is padded with zero).
-uint32_t csum_add(uint32_t sum, const uint8_t* p, size_t n) {
-    for (; n >= 2; p += 2, n -= 2)
-        sum += wire::be::load16(p);
-    if (n)
-        sum += uint32_t(p[0]) << 8;
-    return sum;
-}
-
-uint16_t csum_fold(uint32_t sum) {
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return uint16_t(~sum);
-}
 
 } // namespace
 
@@ -121,7 +107,7 @@ void PcapWriter::write(const WireAddr& src, const WireAddr& dst, uint8_t tos, ui
         ip[7] = ip_ttl;
         std::memcpy(ip + 8, src.ip, 16);
         std::memcpy(ip + 24, dst.ip, 16);
-        pseudo = csum_add(pseudo, ip + 8, 32);
+        pseudo = wire::csum_add(pseudo, ip + 8, 32);
     } else {
         ip[0] = 0x45;
         ip[1] = tos;
@@ -132,14 +118,14 @@ void PcapWriter::write(const WireAddr& src, const WireAddr& dst, uint8_t tos, ui
         ip[9] = ipproto_udp;
         std::memcpy(ip + 12, src.ip, 4);
         std::memcpy(ip + 16, dst.ip, 4);
-        wire::be::store16(ip + 10, csum_fold(csum_add(0, ip, 20)));
-        pseudo = csum_add(pseudo, ip + 12, 8);
+        wire::be::store16(ip + 10, wire::csum_fold(wire::csum_add(0, ip, 20)));
+        pseudo = wire::csum_add(pseudo, ip + 12, 8);
     }
     pseudo += ipproto_udp + uint32_t(udp_len);
     wire::be::store16(udp, src.port);
     wire::be::store16(udp + 2, dst.port);
     wire::be::store16(udp + 4, uint16_t(udp_len));
-    uint16_t sum = csum_fold(csum_add(csum_add(pseudo, udp, 8), udp_payload.data(), udp_payload.size()));
+    uint16_t sum = wire::csum_fold(wire::csum_add(wire::csum_add(pseudo, udp, 8), udp_payload.data(), udp_payload.size()));
     wire::be::store16(udp + 6, sum ? sum : 0xffff);
 
     timespec ts{};

@@ -14,17 +14,26 @@
 #include "ud/transport.hpp"
 #include "verbs/ud.hpp"
 #include "verbs/ud_datagram.hpp"
+#include "wire/inet_csum.hpp"
 
 using namespace roce;
 
 TEST(VerbsUdGrh, SourceGidFromIpv4AndIpv6Headers) {
     uint8_t area[40] = {};
-    // RoCE v2 / IPv4: IPv4 header in bytes 20..39, source 10.0.2.15
+    // RoCE v2 / IPv4: IPv4 header in bytes 20..39, source 10.0.2.15, the bytes before it zero
+    // and no checksum (as kernel rxe's loopback leaves them)
     area[20] = 0x45;
     area[32] = 10; area[33] = 0; area[34] = 2; area[35] = 15;
     uint8_t gid[16];
     verbs::ud_source_gid(area, gid);
     const uint8_t want4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15};
+    EXPECT_EQ(std::memcmp(gid, want4, 16), 0);
+    // ... and with undefined bytes before it that start like an IPv6 header: its checksum decides
+    uint8_t junk6[40];
+    std::memcpy(junk6, area, 40);
+    junk6[0] = 0x60;
+    wire::be::store16(junk6 + 30, wire::csum_fold(wire::csum_add(0, junk6 + 20, 20)));
+    verbs::ud_source_gid(junk6, gid);
     EXPECT_EQ(std::memcmp(gid, want4, 16), 0);
     // IPv6 / GRH: version 6, source GID at offset 8
     uint8_t g6[40] = {0x60};
@@ -32,6 +41,15 @@ TEST(VerbsUdGrh, SourceGidFromIpv4AndIpv6Headers) {
         g6[8 + i] = uint8_t(0xf0 + i);
     verbs::ud_source_gid(g6, gid);
     EXPECT_EQ(std::memcmp(gid, g6 + 8, 16), 0);
+    // An IPv6 source whose byte 12 is 0x45 (fe80::4500:..., or a RoCE v1 GID of 69.x.y.z) puts
+    // 0x45 at byte 20 of the area: still a GRH, its source taken whole.
+    for (const uint8_t b13 : {uint8_t(0), uint8_t(0x12)}) {
+        uint8_t g[40] = {0x60};
+        const uint8_t src[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0x45, b13, 0x33, 0x44};
+        std::memcpy(g + 8, src, 16);
+        verbs::ud_source_gid(g, gid);
+        EXPECT_EQ(std::memcmp(gid, src, 16), 0) << "byte 13 " << int(b13);
+    }
 }
 
 TEST(VerbsUd, DatagramsOnRxe) {

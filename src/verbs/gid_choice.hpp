@@ -54,7 +54,7 @@ Status choose_gid(const GidContext& ctx, const WireAddr* peer, const gid::Valida
 // says which.
 bool gid_entry_sends(ibv_pd* pd, uint8_t port, const gid::GidEntry& e, std::string& why);
 
-// Convenience for tools (UD QPs, the interop program): the live system (or `root`), default
+// Convenience for tools (the interop program): the live system (or `root`), default
 // settings, override_index >= 0 fixes GID_INDEX. Logs the one-line error; no_device /
 // invalid_param / unreachable on failure.
 Status choose_gid(const std::string& dev, uint8_t port, int override_index, GidChoice& out,

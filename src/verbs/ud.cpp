@@ -11,6 +11,7 @@
 #include "verbs/pd_impl.hpp"
 #include "verbs/raii.hpp"
 #include "verbs/recv_chain.hpp"
+#include "wire/inet_csum.hpp"
 
 namespace roce::verbs {
 
@@ -86,6 +87,7 @@ private:
     uint64_t sq_head_ = 0, sq_tail_ = 0;
     std::vector<uint64_t> slot_wr_id_;
     std::map<AhKey, AhPtr> ahs_;
+    std::set<AhKey> ah_failed_;           // destinations whose address handle failed (warned)
     AhKey last_key_{};                    // the last destination and its handle: traffic
     ibv_ah* last_ah_ = nullptr;           // comes in runs to one peer
     std::deque<Completion> comps_;
@@ -122,6 +124,10 @@ Status UdQpImpl::init() {
     // the peers' to us) fit the GID's netdev too.
     send_mtu_ = std::min(mtu_, mtu_bytes(netdev_mtu_cap(gid::SysRoot(cfg_.sysroot), gid_.ndev,
                                                         gid_.addr.family == AF_INET6)));
+    // rc_roce picks an entry per peer, one that reaches it; this one serves every peer.
+    if (gid::IpAddr::from_bytes(gid_.gid).is_link_local())
+        ROCE_WARN("verbs: UD: %s port %u: GID index %d is link-local (%s): only peers on %s's link are "
+                  "reached", name, unsigned(cfg_.port), gid_.index, gid_.reason.c_str(), gid_.ndev.c_str());
     ROCE_INFO("verbs: UD: %s port %u: GID index %d (%s); traffic class %s; datagrams up to %u bytes", name,
               unsigned(cfg_.port), gid_.index, gid_.reason.c_str(), tc_.str().c_str(), send_mtu_);
     channel_.reset(ibv_create_comp_channel(ctx));
@@ -253,7 +259,11 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
         a.port_num = cfg_.port;
         AhPtr ah(ibv_create_ah(pd_->pd(), &a));
         if (!ah) {
-            ROCE_WARN("verbs: UD QP %u: ibv_create_ah failed: %s", qp_->qp_num, std::strerror(errno));
+            // Tried again at the next send (the reliability layer counts it lost); said once per
+            // destination, not at every retransmission.
+            if (ah_failed_.insert(k).second)
+                ROCE_WARN("verbs: UD QP %u: ibv_create_ah to %s failed: %s", qp_->qp_num,
+                          gid::IpAddr::from_bytes(gid).str().c_str(), std::strerror(errno));
             return nullptr;
         }
         it = ahs_.emplace(k, std::move(ah)).first;
@@ -449,8 +459,14 @@ size_t UdQpImpl::poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) {
 } // namespace
 
 void ud_source_gid(const uint8_t* g, uint8_t gid[16]) {
-    // RoCE v2 over IPv4: an IPv4 header (version 4, IHL 5) in bytes 20..39.
-    if (g[20] == 0x45) {
+    // RoCE v2 over IPv4: an IPv4 header in bytes 20..39 and, before it, 20 bytes the HCA leaves
+    // undefined (kernel rxe zeroes them, and its loopback's IPv4 header has no checksum). An
+    // IPv6 header or GRH starts with version 6, and its byte 20 is byte 12 of the source address
+    // (0x45 in fe80::211:22ff:4512:3344, or in a RoCE v1 GID of 69.x.y.z): when byte 0 says 6,
+    // only an IPv4 header whose checksum holds is believed (libibverbs decides the same way).
+    const bool v6_first = (g[0] >> 4) == 6;
+    const bool ipv4 = v6_first ? wire::is_ipv4_header(g + 20) : (g[20] >> 4) == 4;
+    if (ipv4) {
         static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
         std::memcpy(gid, prefix, 12);
         std::memcpy(gid + 12, g + 20 + 12, 4);   // IPv4 source address

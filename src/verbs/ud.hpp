@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <array>
 #include <deque>
@@ -65,7 +66,8 @@ struct UdMessage {
 class UdQp {
 public:
     virtual ~UdQp() = default;
-    // Errors: no_device (no such device/port/GID), io_error, invalid_param.
+    // Errors: no_device (no such device/port, no usable GID), invalid_param (a GID setting
+    // impossible for the port), unsupported (not a RoCE port), io_error.
     static Status open(const UdConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<UdQp>& out);
     virtual uint32_t qpn() const = 0;
     virtual const GidChoice& gid() const = 0;

@@ -153,17 +153,26 @@ gid_pcp_cleanup() {
 
 # gid.sh bad-settings: each impossible setting must give a one-line error with the valid choices,
 # on both transports (ud_roce's verbs QP applies the same policy, under its own variable names).
+# rxe0's own line is required where rxe0 checks the setting (the userspace device's netdevs
+# report theirs too); ADDR_FAMILY=ipx fails when the settings are parsed, before any device.
+# ud_roce may use RoCE v1 entries (no rdma_cm): on rxe, which has none, ROCE_VERSION=1 leaves it
+# no usable entry, and that line names the setting.
 gid_bad_settings() {
   local kv tl var name value line out rc=0
   for tl in rc_roce ud_roce; do
     for kv in GID_INDEX=200 GID_NETDEV=eth9 ROCE_VERSION=1 ADDR_FAMILY=ipx; do
-      [ "$tl" = ud_roce ] && [ "$kv" = ROCE_VERSION=1 ] && continue   # UD may use v1 entries (rxe has none: an index error)
       name=${kv%%=*} value=${kv#*=} var=UCX_${tl^^}_
       out=$(env "$var$kv" ucx_info -d -t "$tl" 2>&1)
-      # rxe0's own error when there is one (the userspace device's netdevs report theirs too).
-      line=$(grep -F "$var$name=$value: " <<<"$out" | grep -m1 -F "$GID_DEV") \
-        || line=$(grep -m1 -F "$var$name=$value: " <<<"$out")
-      if [[ $line == *"; valid: "* ]] && grep -q "failed to open interface" <<<"$out"; then
+      local want="; valid: "   # what the line must contain besides the setting
+      if [ "$name" = ADDR_FAMILY ]; then
+        line=$(grep -m1 -F "$var$name=$value: " <<<"$out")
+      elif [ "$tl/$name" = ud_roce/ROCE_VERSION ]; then
+        line=$(grep -F "no usable GID on $GID_DEV" <<<"$out" | grep -m1 -F "$var$name=$value")
+        want="no usable GID"
+      else
+        line=$(grep -F "$var$name=$value: " <<<"$out" | grep -m1 -F "$GID_DEV")
+      fi
+      if [[ $line == *"$want"* ]] && grep -q "failed to open interface" <<<"$out"; then
         echo "$tl $kv -> ${line#*ERROR }"
       else
         echo "$tl $kv -> no one-line error naming the valid choices:"; echo "$out" | tail -n 5; rc=1
