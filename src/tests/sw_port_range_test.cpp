@@ -57,10 +57,15 @@ struct Blocker {
     Blocker& operator=(const Blocker&) = delete;
 };
 
-// The first of n consecutive ports that are all free now, below the ephemeral range (so that
-// other tests' ephemeral binds do not take them while this one runs).
+// The first of n (<= 11) consecutive ports that are all free now, below the ephemeral range (so
+// that other tests' ephemeral binds do not take them while this one runs). Each process starts
+// at its own slot of 11 ports: ctest runs these tests as concurrent processes with consecutive
+// pids, and starts one port apart made their runs overlap (a socket of one found its port taken
+// by the other: seen once in CI).
 uint16_t free_run(unsigned n) {
-    for (unsigned base = 21000 + unsigned(getpid()) % 8000; base < 32000; base += n) {
+    constexpr unsigned slot_ports = 11, slots = 1000;
+    for (unsigned k = 0, slot = unsigned(getpid()) % slots; k < slots; ++k, slot = (slot + 1) % slots) {
+        const unsigned base = 21000 + slot * slot_ports;
         bool all = true;
         for (unsigned p = base; p < base + n && all; ++p) all = Blocker(uint16_t(p)).fd >= 0;
         if (all) return uint16_t(base);
