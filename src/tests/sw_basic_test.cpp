@@ -13,6 +13,7 @@
 
 #include "sw/test_support.hpp"
 #include "sw/udp_socket.hpp"
+#include "tos_socket.hpp"
 
 using namespace roce;
 using namespace roce::sw;
@@ -172,64 +173,21 @@ TEST_P(SwMtu, MismatchedMtuUsesMinimum) {
 INSTANTIATE_TEST_SUITE_P(AllMtus, SwMtu, ::testing::Values(256u, 512u, 1024u, 2048u, 4096u));
 
 TEST(SwOpen, TrafficClassOnTheWire) {
-    for (int v6 = 0; v6 < 2; ++v6) {
-        // a plain socket with IP_RECVTOS / IPV6_RECVTCLASS receives the device's CM REQ
-        const int fam = v6 ? AF_INET6 : AF_INET;
-        int fd = socket(fam, SOCK_DGRAM, 0);
-        sockaddr_storage ss{};
-        socklen_t sl;
-        int one = 1;
-        if (v6) {
-            auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
-            s6->sin6_family = AF_INET6;
-            s6->sin6_addr = in6addr_loopback;
-            sl = sizeof(*s6);
-            setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
-        } else {
-            auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
-            s4->sin_family = AF_INET;
-            s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            sl = sizeof(*s4);
-            setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-        }
-        ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&ss), sl), 0);
-        getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl);
-        timeval tv{2, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (const int fam : {AF_INET, AF_INET6}) {
+        // a plain socket reading the traffic class receives the device's CM REQ
+        roce::tests::TosSocket peer_sock(fam);
+        ASSERT_TRUE(peer_sock.ok());
         DeviceConfig c;
-        c.ip = v6 ? "::1" : "127.0.0.1";
+        c.ip = fam == AF_INET6 ? "::1" : "127.0.0.1";
         c.traffic_class = 106;
         Host a;
         ASSERT_EQ(a.open(c), Status::ok);
-        WireAddr peer{};
-        peer.family = uint8_t(fam);
-        if (v6) {
-            std::memcpy(peer.ip, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, 16);
-            peer.port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-        } else {
-            std::memcpy(peer.ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, 4);
-            peer.port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-        }
         uint32_t q;
         ASSERT_EQ(a.dev->create_qp(q), Status::ok);
-        ASSERT_EQ(a.dev->connect_qp(q, peer), Status::ok);
-        uint8_t buf[512], ctl[256];
-        iovec iov{buf, sizeof(buf)};
-        msghdr mh{};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = ctl;
-        mh.msg_controllen = sizeof(ctl);
-        ASSERT_GT(recvmsg(fd, &mh, 0), 0);
-        int tos = -1;
-        for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-            if ((cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS))
-                tos = *reinterpret_cast<uint8_t*>(CMSG_DATA(cm));
-            if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS)
-                std::memcpy(&tos, CMSG_DATA(cm), sizeof(int));
-        }
-        EXPECT_EQ(tos, 106) << (v6 ? "IPv6" : "IPv4");
-        close(fd);
+        ASSERT_EQ(a.dev->connect_qp(q, peer_sock.addr()), Status::ok);
+        const auto d = peer_sock.receive(2000);
+        ASSERT_TRUE(d.has_value());
+        EXPECT_EQ(d->tos, 106) << (fam == AF_INET6 ? "IPv6" : "IPv4");
     }
 }
 

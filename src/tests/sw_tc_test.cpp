@@ -25,6 +25,7 @@
 #include "sw/device_impl.hpp"
 #include "sw/test_support.hpp"
 #include "sw/udp_socket.hpp"
+#include "tos_socket.hpp"
 #include "wire/opcode.hpp"
 #include "wire/packet.hpp"
 
@@ -44,22 +45,11 @@ struct Captured {
 class FakePeer {
 public:
     FakePeer() {
-        fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int one = 1, pmtu = IP_PMTUDISC_DO;
-        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-        setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
-        EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-        socklen_t len = sizeof(sa);
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-        addr_.family = AF_INET;
-        std::memcpy(addr_.ip, &sa.sin_addr, 4);
-        addr_.port = ntohs(sa.sin_port);
+        EXPECT_TRUE(sock_.ok());
+        int pmtu = IP_PMTUDISC_DO;
+        setsockopt(sock_.fd(), IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
     }
-    ~FakePeer() { ::close(fd_); }
-    const WireAddr& addr() const { return addr_; }
+    const WireAddr& addr() const { return sock_.addr(); }
 
     void send_cm(const WireAddr& to, const cm::Msg& m) {
         uint8_t body[cm::msg_size];
@@ -70,13 +60,13 @@ public:
         pkt.deth.qkey = cm::qkey;
         pkt.deth.src_qp = 1;
         wire::IpContext ip;
-        fill_ip_context(addr_, to, ip);
+        fill_ip_context(sock_.addr(), to, ip);
         uint8_t out[512];
         const size_t n = wire::build(pkt, std::span<const uint8_t>(body, sizeof(body)), ip, out);
         ASSERT_GT(n, 0u);
         sockaddr_storage ss;
         const socklen_t sl = to_sockaddr(to, ss);
-        ASSERT_EQ(::sendto(fd_, out, n, 0, reinterpret_cast<sockaddr*>(&ss), sl), ssize_t(n));
+        ASSERT_EQ(::sendto(sock_.fd(), out, n, 0, reinterpret_cast<sockaddr*>(&ss), sl), ssize_t(n));
     }
 
     // Drives `host` until a packet with an opcode accepted by `want` arrives (2 s at most).
@@ -84,24 +74,13 @@ public:
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
         while (std::chrono::steady_clock::now() < end) {
             host.poll();
-            uint8_t ctl[128];
-            c.bytes.resize(4096);
-            iovec iov{c.bytes.data(), c.bytes.size()};
-            msghdr mh{};
-            mh.msg_iov = &iov;
-            mh.msg_iovlen = 1;
-            mh.msg_control = ctl;
-            mh.msg_controllen = sizeof(ctl);
-            const ssize_t n = ::recvmsg(fd_, &mh, MSG_DONTWAIT);
-            if (n <= 0) {
+            auto d = sock_.receive(0);
+            if (!d) {
                 usleep(200);
                 continue;
             }
-            c.bytes.resize(size_t(n));
-            c.tos = -1;
-            for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-                if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
-                    c.tos = *CMSG_DATA(cm);
+            c.bytes = std::move(d->bytes);
+            c.tos = d->tos;
             wire::IpContext ip{};
             if (wire::parse(c.bytes, ip, false, c.pkt) != wire::ParseError::none)
                 continue;
@@ -112,8 +91,7 @@ public:
     }
 
 private:
-    int fd_ = -1;
-    WireAddr addr_{};
+    roce::tests::TosSocket sock_;
 };
 
 bool is_cm(uint8_t op) { return op == uint8_t(wire::Opcode::ud_send_only); }

@@ -16,6 +16,7 @@
 #include "sw/ud_qp.hpp"
 #include "ud/header.hpp"
 #include "ud/transport.hpp"
+#include "tos_socket.hpp"
 
 namespace roce::ud {
 namespace {
@@ -49,49 +50,26 @@ std::unique_ptr<Transport> transport(std::unique_ptr<DatagramQp> qp, std::vector
     return std::make_unique<Transport>(TransportConfig{}, std::move(qp), cb);
 }
 
-// A plain UDP socket on 127.0.0.1 that reports each datagram's ToS.
-class TosSocket {
+// The peer: a plain socket reading each datagram's ToS, known by a made-up QP number.
+class TosPeer {
 public:
-    TosSocket() {
-        fd_ = socket(AF_INET, SOCK_DGRAM, 0);
-        int one = 1;
-        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-        socklen_t l = sizeof(sa);
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &l);
-        addr_.net.family = AF_INET;
-        std::memcpy(addr_.net.ip, &sa.sin_addr, 4);
-        addr_.net.port = ntohs(sa.sin_port);
+    TosPeer() {
+        EXPECT_TRUE(sock_.ok());
+        addr_.net = sock_.addr();
         addr_.qpn = 0x123;
     }
-    ~TosSocket() { close(fd_); }
     const UdAddr& addr() const { return addr_; }
     // The ToS of the next datagram within 5 s; -1 if none came. `first`: its first payload byte
     // (after BTH and DETH).
     int next_tos(int* first = nullptr) {
-        pollfd p{fd_, POLLIN, 0};
-        if (poll(&p, 1, 5000) != 1) return -1;
-        uint8_t buf[8192];
-        alignas(cmsghdr) uint8_t ctl[64];
-        iovec iov{buf, sizeof(buf)};
-        msghdr mh{};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = ctl;
-        mh.msg_controllen = sizeof(ctl);
-        const ssize_t n = recvmsg(fd_, &mh, 0);
-        if (n < 0) return -1;
-        if (first) *first = n > 20 ? buf[20] : -1;
-        for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-            if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) return *CMSG_DATA(cm);
-        return -1;
+        const auto d = sock_.receive(5000);
+        if (!d) return -1;
+        if (first) *first = d->bytes.size() > 20 ? d->bytes[20] : -1;
+        return d->tos;
     }
 
 private:
-    int fd_ = -1;
+    roce::tests::TosSocket sock_;
     UdAddr addr_;
 };
 
@@ -99,7 +77,7 @@ using gid::TcSource;
 
 // What our packets to a peer carry, for our class and the peer's advert (none: no advert).
 int tos_sent(const gid::TrafficClass& ours, const ClassAdvert* peer_advert) {
-    TosSocket peer;
+    TosPeer peer;
     auto t = transport(qp_in(ours), nullptr);
     const Transport::PeerId id = t->peer(peer.addr(), 0, peer_advert);
     uint8_t x = 7;
@@ -187,7 +165,7 @@ TEST(UdClass, PeersInDifferentClassesStillTalk) {
 // Held sends (one sendmmsg per batch, GSO runs) to peers of different classes: each datagram in
 // its class and in the order sent, whatever the batch mixes.
 TEST(UdClass, HeldSendsKeepOrderAndClassAcrossClasses) {
-    TosSocket peer;
+    TosPeer peer;
     std::unique_ptr<DatagramQp> qp = qp_in(make_class(106, TcSource::builtin));
     const ClassId c46 = qp->class_for(gid::encode_tc_advert(make_class(46 << 2 | 2, TcSource::config)));
     const ClassId c10 = qp->class_for(gid::encode_tc_advert(make_class(10 << 2 | 2, TcSource::config)));
