@@ -400,8 +400,11 @@ ucs_status_t ep_flush(uct_ep_h tl_ep, unsigned, uct_completion_t* comp) noexcept
         if (ep->error != UCS_OK) {
             return ep->error;
         }
-        if (!ep->pending.empty()) {
-            return UCS_ERR_NO_RESOURCE;   // flush after the queued requests (caller adds it)
+        // After the queued requests (the caller queues the flush too). Not while this ep's queue
+        // is being dispatched: the flush is then the request at its head, and the ones queued
+        // behind it would refuse it for ever.
+        if (!ep->pending.empty() && !ep->dispatching) {
+            return UCS_ERR_NO_RESOURCE;
         }
         // Done when every completion has been polled: a failed operation has reported its
         // error by then (the device completes all work requests, failed ones included).

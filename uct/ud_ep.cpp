@@ -329,12 +329,19 @@ ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp)
         if (!ep->connected) {
             return UCS_OK;   // nothing was sent
         }
+        // A peer found dead whose failure progress has not reported yet (the background thread
+        // finds them while the owner is away): what was sent to it was not all acknowledged.
+        if (const Status ps = ep->iface->tr->peer_status(ep->peer); ps != Status::ok) {
+            return to_ucs(ps);
+        }
         if (flags & UCT_FLUSH_FLAG_CANCEL) {
             // Nothing to cancel locally that the peer could still be waiting for: what was
             // sent is retransmitted until acknowledged, pending requests belong to the caller.
             return UCS_OK;
         }
-        if (ep->pending_head != nullptr) {
+        // After the queued requests; not while they are dispatched: the flush is then the one at
+        // the head, and those behind it would refuse it for ever.
+        if (ep->pending_head != nullptr && !ep->dispatching) {
             return UCS_ERR_NO_RESOURCE;
         }
         if (ep->iface->tr->flushed(ep->peer)) {
@@ -396,7 +403,13 @@ void ud_progress_waiting(UdIface* iface, unsigned& count) {
                 (ep->pending_head == nullptr && iface->tr->flushed(ep->peer)))) {
                 std::vector<uct_completion_t*> done;
                 done.swap(ep->flush_waiters);
-                const ucs_status_t st = ep->error;
+                // A failed peer counts as flushed (nothing more will be sent to it), but this
+                // progress call may have found the failure before reporting it: the waiters
+                // learn it now, not success.
+                const Status ps = iface->tr->peer_status(ep->peer);
+                const ucs_status_t st = ep->error != UCS_OK ? ep->error
+                                        : ps != Status::ok  ? to_ucs(ps)
+                                                            : UCS_OK;
                 for (uct_completion_t* c : done) {
                     uct_invoke_completion(c, st);
                 }

@@ -7,6 +7,10 @@
  *                        AM alignment parameter checks, rkey validation, MD allocation
  *   uct_selftest failure a peer that is gone: the QP fails, the error handler runs once,
  *                        later operations and flushes return the error
+ *   uct_selftest flushfail a flush waiting for data to a peer that dies completes with an
+ *                        error, also when the failure was found while nobody progressed
+ *   uct_selftest flushpend a flush queued as a pending request goes when its turn comes, with
+ *                        another request queued behind it
  *   uct_selftest events  event_arm / event fd: armed, then readable when an AM arrives
  *   uct_selftest badinput unknown device and memory domain, malformed peer address, foreign
  *                        rkey, wrong rkey, out-of-bounds WRITE/READ: each a clear error, the
@@ -429,6 +433,116 @@ static int test_failure(void)
     return g_failures;
 }
 
+/* A flush that waits for data to a peer that dies must not report success: what it waited for
+ * was never acknowledged. Both ways it can happen: the failure found while the flush waits (the
+ * owner progressing), and found by the background thread while nobody progressed, before the
+ * owner's next flush. */
+static int test_flushfail(void)
+{
+    for (int phase = 0; phase < 2; ++phase) {
+        ctx_t c;
+        g_errors = 0;
+        open_all(&c, 1, 1);
+        uint64_t x = 1;
+        CHECK(uct_ep_am_short(c.ep, 5, 0, &x, 8) == UCS_OK, "am_short to a dead peer posts");
+        if (phase == 1) {
+            struct timespec ts = {4, 0};   /* well past the peer timeout, no progress */
+            nanosleep(&ts, NULL);
+        }
+        uct_completion_t comp = {.func = comp_err_cb, .count = 1, .status = UCS_OK};
+        const int before = g_done, comp_errors = g_comp_errors;
+        ucs_status_t s;
+        double t0 = now_sec();
+        while ((s = uct_ep_flush(c.ep, 0, &comp)) == UCS_ERR_NO_RESOURCE && now_sec() - t0 < 20) {
+            progress(&c);
+        }
+        CHECK(s != UCS_OK, "phase %d: flush of unacknowledged data to a dead peer returned UCS_OK",
+              phase);
+        if (s == UCS_INPROGRESS) {
+            while (g_done == before && now_sec() - t0 < 30) {
+                progress(&c);
+            }
+            CHECK(g_done == before + 1, "phase %d: the flush did not complete", phase);
+            CHECK(g_comp_errors == comp_errors + 1, "phase %d: the flush completed with %s", phase,
+                  ucs_status_string(comp.status));
+        }
+        printf("phase %d: flush %s, completion %s after %.3f s\n", phase, ucs_status_string(s),
+               ucs_status_string(comp.status), now_sec() - t0);
+        while (g_errors == 0 && now_sec() - t0 < 30) {
+            progress(&c);
+        }
+        CHECK(g_errors == 1, "phase %d: error handler calls: %d", phase, g_errors);
+        s = uct_ep_flush(c.ep, 0, NULL);
+        CHECK(UCS_STATUS_IS_ERR(s) && s != UCS_ERR_NO_RESOURCE, "phase %d: flush after the failure: %s",
+              phase, ucs_status_string(s));
+        close_all(&c);
+    }
+    return g_failures;
+}
+
+/* A flush queued as a pending request (as UCP queues one when uct_ep_flush says NO_RESOURCE) with
+ * another request queued behind it: when its turn comes the flush must go, although the queue
+ * still holds the later request; the later request then goes too. */
+static uct_ep_h g_pend_ep;
+static uct_completion_t g_pend_flush_comp;
+static int g_pend_flushed, g_pend_sent;
+static ucs_status_t pend_flush(uct_pending_req_t *req)
+{
+    ucs_status_t s = uct_ep_flush(g_pend_ep, 0, &g_pend_flush_comp);
+    if (s == UCS_OK) {
+        ++g_pend_flushed;
+    }
+    return s == UCS_INPROGRESS ? UCS_OK : s;
+}
+static void pend_flush_done(uct_completion_t *comp)
+{
+    CHECK(comp->status == UCS_OK, "pending flush completed with %s", ucs_status_string(comp->status));
+    ++g_pend_flushed;
+}
+static ucs_status_t pend_send(uct_pending_req_t *req)
+{
+    uint64_t x = 2;
+    ucs_status_t s = uct_ep_am_short(g_pend_ep, 5, 0, &x, 8);
+    if (s == UCS_OK) {
+        ++g_pend_sent;
+    }
+    return s;
+}
+
+static int test_flushpend(void)
+{
+    ctx_t c;
+    open_all(&c, 0, 0);
+    g_pend_ep = c.ep;
+    g_pend_flush_comp = (uct_completion_t){.func = pend_flush_done, .count = 1, .status = UCS_OK};
+    uct_pending_req_t flush_req = {.func = pend_flush}, send_req = {.func = pend_send};
+    uint64_t x = 1;
+    int queued = 0, posted = 0;
+    for (int attempt = 0; attempt < 10 && !queued; ++attempt) {
+        ucs_status_t s = UCS_OK;
+        for (int i = 0; i < 200000 && s == UCS_OK; ++i) {
+            s = uct_ep_am_short(c.ep, 5, 0, &x, 8);
+            posted += s == UCS_OK;
+        }
+        CHECK(s == UCS_ERR_NO_RESOURCE, "am_short: %s", ucs_status_string(s));
+        queued = uct_ep_pending_add(c.ep, &flush_req, 0) == UCS_OK;
+    }
+    CHECK(queued, "the flush could not be queued");
+    CHECK(uct_ep_pending_add(c.ep, &send_req, 0) == UCS_OK, "the request behind the flush");
+    double t0 = now_sec();
+    while ((g_pend_flushed == 0 || g_pend_sent == 0 || g_am_count < posted + 1) &&
+           now_sec() - t0 < 20) {
+        progress(&c);
+    }
+    printf("%d AMs posted before the queue filled; flush %d, later request %d, %d AMs received "
+           "after %.3f s\n", posted, g_pend_flushed, g_pend_sent, g_am_count, now_sec() - t0);
+    CHECK(g_pend_flushed == 1, "the queued flush did not complete");
+    CHECK(g_pend_sent == 1, "the request queued behind the flush did not go");
+    CHECK(g_am_count == posted + 1, "AMs received: %d of %d", g_am_count, posted + 1);
+    close_all(&c);
+    return g_failures;
+}
+
 static int test_events(void)
 {
     ctx_t c;
@@ -734,6 +848,10 @@ int main(int argc, char **argv)
         failures = test_basic();
     } else if (!strcmp(mode, "failure")) {
         failures = test_failure();
+    } else if (!strcmp(mode, "flushfail")) {
+        failures = test_flushfail();
+    } else if (!strcmp(mode, "flushpend")) {
+        failures = test_flushpend();
     } else if (!strcmp(mode, "events")) {
         failures = test_events();
     } else if (!strcmp(mode, "badinput")) {
@@ -743,7 +861,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "rcache")) {
         failures = test_rcache();
     } else {
-        printf("usage: %s basic|failure|events|badinput|ep2ep|rcache\n", argv[0]);
+        printf("usage: %s basic|failure|flushfail|flushpend|events|badinput|ep2ep|rcache\n", argv[0]);
         return 2;
     }
     printf("%s: %s\n", mode, failures ? "FAILED" : "passed");
