@@ -241,10 +241,22 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
         qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
         qp->state = QpState::rts;
         qp->last_heard_ns = now_ns();
-        // WRs posted while connecting were sized with the local MTU: resize them.
-        for (Wr& w : qp->sq)
+        // WRs posted while connecting were sized with the local MTU: resize them. A smaller
+        // path MTU can push one past what PSN arithmetic allows (post_wr's check): its last
+        // PSN would wrap and its first ACK complete it. Not reachable through UCT (1 GiB at
+        // most, 2^22 packets of 256 bytes); a device user's WR fails, and the QP with it.
+        bool too_long = false;
+        for (Wr& w : qp->sq) {
             if (w.op == OpKind::send || w.op == OpKind::write || w.op == OpKind::read)
                 w.npkts = w.len == 0 ? 1 : uint32_t((w.len + qp->mtu - 1) / qp->mtu);
+            too_long = too_long || w.npkts > max_wr_packets;
+        }
+        if (too_long) {
+            ROCE_ERROR("qp 0x%x: a work request posted while connecting needs more than %u packets "
+                       "at the path MTU %u the peer chose: the QP fails", qp->qpn, max_wr_packets, qp->mtu);
+            qp_fail(*qp, Status::invalid_param);
+            return;
+        }
         req_progress(*qp, now_ns());
         return;
     }

@@ -17,6 +17,10 @@
 
 namespace roce::sw {
 
+// PSNs one work request may take: PSN arithmetic is modulo 2^24 and the windows compare
+// differences within half of it, so a message stays far below.
+inline constexpr uint32_t max_wr_packets = 1u << 22;
+
 // One posted work request.
 struct Wr {
     uint64_t wr_id = 0;

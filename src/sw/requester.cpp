@@ -32,7 +32,7 @@ Status DeviceImpl::post_wr(uint32_t qpn, Wr&& w) {
         w.npkts = w.len == 0 ? 1 : uint32_t((w.len + qp->mtu - 1) / qp->mtu);
     else
         w.npkts = 1;
-    if (w.npkts > (1u << 22))   // PSN arithmetic is modulo 2^24: keep messages far below
+    if (w.npkts > max_wr_packets)
         return Status::invalid_param;
     qp->sq.push_back(std::move(w));
     if (qp->state == QpState::rts) {

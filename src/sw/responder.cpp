@@ -98,6 +98,20 @@ struct Resp {
             dev.want_ack(qp, pkt.bth.ack_req);
     }
 
+    // A message that takes a receive entry (a SEND, a WRITE with immediate: IBTA consumes one
+    // for each) while the owner has RX_QUEUE_LEN messages it has not taken: RNR NAK, and the
+    // requester sends this packet again after the RNR timer. Without it a peer's WRITEs with
+    // immediate (no rkey needed at length 0) queued messages without bound.
+    bool receive_queue_full() {
+        if (qp.undelivered < dev.cfg_.recv_queue_len)
+            return false;
+        dev.st_.rnr_naks++;
+        qp.st.rnr_naks++;
+        dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn);
+        qp.nak_sent = true;
+        return true;
+    }
+
     void remember(uint32_t psn, uint32_t npkts, bool atomic, uint64_t orig) {
         ReplayEntry& e = qp.replay[qp.replay_next++ % qp.replay.size()];
         e = ReplayEntry{true, atomic, psn, npkts, orig};
@@ -214,13 +228,8 @@ struct Resp {
         case Opcode::rc_send_only_imm: {
             if (qp.in_op != Qp::InOp::none)
                 return nak(wire::nak_invalid_request);
-            if (qp.undelivered >= cfg.recv_queue_len) {
-                dev.st_.rnr_naks++;
-                qp.st.rnr_naks++;
-                dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn);
-                qp.nak_sent = true;
+            if (receive_queue_full())
                 return;
-            }
             if ((op == Opcode::rc_send_first && n != mtu) || n > cfg.max_recv_msg)
                 return nak(wire::nak_invalid_request);
             std::vector<uint8_t> b = dev.take_buf();
@@ -261,6 +270,8 @@ struct Resp {
         case Opcode::rc_write_only_imm: {
             if (qp.in_op != Qp::InOp::none)
                 return nak(wire::nak_invalid_request);
+            if (op == Opcode::rc_write_only_imm && receive_queue_full())
+                return;
             const wire::Reth& r = pkt.reth;
             const bool only = op != Opcode::rc_write_first;
             if (only ? n != r.dma_len : (n != mtu || r.dma_len <= mtu))
@@ -289,6 +300,8 @@ struct Resp {
             if (qp.in_op != Qp::InOp::write || (!last && (n != mtu || n >= qp.w_remaining)) ||
                 (last && n != qp.w_remaining))
                 return nak(wire::nak_invalid_request);
+            if (op == Opcode::rc_write_last_imm && receive_queue_full())
+                return;   // the earlier packets stay placed; this one comes again
             if (!dev.pd_->with_region(qp.w_rkey, qp.w_va, n, access_remote_write,
                                       [&](uint8_t* dst) { std::memcpy(dst, pkt.payload.data(), n); }))
                 return nak(wire::nak_remote_access);

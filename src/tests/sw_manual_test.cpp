@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -34,9 +35,9 @@ struct ManualPair {
     static constexpr uint32_t psn_a = 0xfffff0;   // a's sends wrap the 24-bit PSN space
     static constexpr uint32_t psn_b = 0x123456;
 
-    void open(ManualPeer tmpl = {}) {
+    void open(ManualPeer tmpl = {}, const DeviceConfig& cfg_b = cfg1024()) {
         ASSERT_EQ(a.open(cfg1024()), Status::ok);
-        ASSERT_EQ(b.open(cfg1024()), Status::ok);
+        ASSERT_EQ(b.open(cfg_b), Status::ok);
         ASSERT_EQ(a.dev->create_qp(qa), Status::ok);
         ASSERT_EQ(b.dev->create_qp(qb), Status::ok);
         ManualPeer to_b = tmpl, to_a = tmpl;
@@ -284,4 +285,141 @@ TEST(SwManual, DuplicateReadOlderThanTheReplayCacheIsAnswered) {
     // A duplicate with a wrong rkey is still refused (nothing sent).
     ASSERT_NO_FATAL_FAILURE(inject_read(wire::psn_add(ManualPair::psn_a, 1), va, k.rkey ^ 0x1000));
     EXPECT_EQ(p.b.dev->stats().tx_packets, after.tx_packets);
+}
+
+TEST(SwManual, WriteWithImmediateWaitsForAReceiveEntry) {
+    // A WRITE with immediate consumes a receive entry, as a SEND does: while the owner has not
+    // taken RX_QUEUE_LEN messages the responder answers RNR NAK (before, it queued them without
+    // bound; a length-0 WRITE ONLY with immediate needs no rkey). The refused packet is not
+    // executed: a WRITE LAST with immediate places nothing until it is accepted.
+    DeviceConfig cb = cfg1024();
+    cb.recv_queue_len = 1;
+    cb.progress_thread = false;
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open({}, cb));
+    p.b.take_messages = false;
+    const WireAddr src = p.a.dev->address();
+    uint32_t psn = ManualPair::psn_a;
+    auto inject_imm = [&](wire::Opcode op, uint32_t imm, const std::vector<uint8_t>& payload,
+                          uint64_t va = 0, uint32_t rkey = 0, uint32_t dma_len = 0) {
+        wire::Packet pkt;
+        pkt.bth.opcode = uint8_t(op);
+        pkt.bth.dest_qp = p.qb;
+        pkt.bth.psn = psn;
+        pkt.reth.va = va;
+        pkt.reth.rkey = rkey;
+        pkt.reth.dma_len = dma_len;
+        pkt.imm = imm;
+        inject(p.b, pkt, payload, src);
+    };
+    auto owner_takes = [&](size_t total) {
+        p.b.take_messages = true;
+        p.b.poll();
+        p.b.take_messages = false;
+        ASSERT_EQ(p.b.msgs.size(), total);
+    };
+    ASSERT_NO_FATAL_FAILURE(inject_imm(wire::Opcode::rc_write_only_imm, 100, {}));
+    psn = wire::psn_add(psn, 1);
+    EXPECT_EQ(p.b.dev->stats().rnr_naks, 0u);
+    ASSERT_NO_FATAL_FAILURE(inject_imm(wire::Opcode::rc_write_only_imm, 101, {}));
+    EXPECT_EQ(p.b.dev->stats().rnr_naks, 1u) << "the second message finds no receive entry";
+    ASSERT_NO_FATAL_FAILURE(owner_takes(1));
+    ASSERT_NO_FATAL_FAILURE(inject_imm(wire::Opcode::rc_write_only_imm, 101, {}));   // again
+    psn = wire::psn_add(psn, 1);
+    EXPECT_EQ(p.b.dev->stats().rnr_naks, 1u);
+    // A two-packet WRITE whose last packet carries the immediate: the first is placed, the last
+    // is refused and places nothing.
+    std::vector<uint8_t> mem(2048, 0);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+    const auto data = random_bytes(2048, 9);
+    const std::vector<uint8_t> first(data.begin(), data.begin() + 1024), last(data.begin() + 1024, data.end());
+    ASSERT_NO_FATAL_FAILURE(inject_imm(wire::Opcode::rc_write_first, 0, first,
+                                       uint64_t(uintptr_t(mem.data())), k.rkey, 2048));
+    psn = wire::psn_add(psn, 1);
+    ASSERT_NO_FATAL_FAILURE(inject_imm(wire::Opcode::rc_write_last_imm, 102, last));
+    EXPECT_EQ(p.b.dev->stats().rnr_naks, 2u);
+    EXPECT_EQ(std::memcmp(mem.data(), first.data(), 1024), 0);
+    EXPECT_TRUE(std::all_of(mem.begin() + 1024, mem.end(), [](uint8_t v) { return v == 0; }));
+    ASSERT_NO_FATAL_FAILURE(owner_takes(2));
+    ASSERT_NO_FATAL_FAILURE(inject_imm(wire::Opcode::rc_write_last_imm, 102, last));   // again
+    ASSERT_NO_FATAL_FAILURE(owner_takes(3));
+    for (uint32_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(p.b.msgs[i].has_imm);
+        EXPECT_EQ(p.b.msgs[i].imm, 100 + i);
+    }
+    EXPECT_EQ(std::memcmp(mem.data(), data.data(), data.size()), 0);
+    EXPECT_EQ(p.b.dev->stats().rnr_naks, 2u);
+}
+
+TEST(SwManual, LateSequenceNakDoesNotRewind) {
+    // A NAK (sequence error) that arrives after the PSN it names was acknowledged - the
+    // responder asked for it while it was on its way - must not send acknowledged packets again
+    // nor cut the window. b never runs: its answers are injected into a by hand.
+    DeviceConfig ca = cfg1024();
+    ca.progress_thread = false;
+    Host a, b;
+    ASSERT_EQ(a.open(ca), Status::ok);
+    ASSERT_EQ(b.open(cfg1024()), Status::ok);
+    uint32_t qa = 0, qb = 0;
+    ASSERT_EQ(a.dev->create_qp(qa), Status::ok);
+    ASSERT_EQ(b.dev->create_qp(qb), Status::ok);
+    ManualPeer to_b;
+    to_b.addr = b.dev->address();
+    to_b.qpn = qb;
+    to_b.sq_psn = ManualPair::psn_a;
+    to_b.rq_psn = ManualPair::psn_b;
+    ASSERT_EQ(a.dev->connect_qp_manual(qa, to_b), Status::ok);
+    std::vector<uint8_t> src = random_bytes(4096, 3);
+    ASSERT_EQ(a.dev->post_write(qa, 7, src.data(), src.size(), 0x1000, 0x1234, true), Status::ok);
+    ASSERT_TRUE(run_until({&a}, [&] { return a.dev->stats().tx_packets >= 4; }, 5));
+    auto answer = [&](uint8_t syndrome, uint32_t psn) {
+        wire::Packet pkt;
+        pkt.bth.opcode = uint8_t(wire::Opcode::rc_ack);
+        pkt.bth.dest_qp = qa;
+        pkt.bth.psn = psn;
+        pkt.aeth.syndrome = syndrome;
+        inject(a, pkt, {}, b.dev->address());
+    };
+    const uint32_t p0 = ManualPair::psn_a;
+    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 1)));   // 2 of 4
+    const DeviceStats before = a.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_nak_syndrome(wire::nak_psn_seq_error), wire::psn_add(p0, 1)));
+    a.poll();
+    const DeviceStats after = a.dev->stats();
+    EXPECT_EQ(after.retransmits, before.retransmits) << "acknowledged packets sent again";
+    EXPECT_EQ(after.tx_packets, before.tx_packets);
+    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 3)));
+    ASSERT_TRUE(run_until({&a}, [&] { return a.find(7) != nullptr; }, 5));
+    EXPECT_EQ(a.find(7)->status, Status::ok);
+    // A NAK for the first unacknowledged PSN still rewinds (not a late one).
+    ASSERT_EQ(a.dev->post_write(qa, 8, src.data(), src.size(), 0x1000, 0x1234, true), Status::ok);
+    ASSERT_TRUE(run_until({&a}, [&] { return a.dev->stats().tx_packets >= after.tx_packets + 4; }, 5));
+    const DeviceStats s2 = a.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_nak_syndrome(wire::nak_psn_seq_error), wire::psn_add(p0, 5)));
+    a.poll();
+    EXPECT_EQ(a.dev->stats().retransmits, s2.retransmits + 3) << "packets 5..7 of the second WRITE again";
+}
+
+TEST(SwManual, WorkRequestTooLongForTheNegotiatedMtuFails) {
+    // A WRITE posted while connecting is sized by the local MTU (4096: 393,216 packets for
+    // 1.5 GiB); the peer's REP brings 256 (6.3 M packets, past the 2^22 a WR may take: its last
+    // PSN would wrap and the first ACK complete it). The WR fails, the QP with it, and no
+    // byte of the (never touched) source is sent.
+    DeviceConfig ca, cb;
+    ca.mtu = 4096;
+    cb.mtu = 256;
+    ca.progress_thread = cb.progress_thread = false;
+    Host a, b;
+    ASSERT_EQ(a.open(ca), Status::ok);
+    ASSERT_EQ(b.open(cb), Status::ok);
+    uint32_t q = 0;
+    ASSERT_EQ(a.dev->create_qp(q), Status::ok);
+    ASSERT_EQ(a.dev->connect_qp(q, b.dev->address()), Status::ok);
+    static const uint8_t never_read = 0;
+    ASSERT_EQ(a.dev->post_write(q, 1, &never_read, size_t(3) << 29, 0x1000, 0x1234, false), Status::ok);
+    ASSERT_TRUE(run_until({&a, &b}, [&] { return a.find(1) != nullptr; }, 10));
+    EXPECT_EQ(a.find(1)->status, Status::invalid_param);
+    EXPECT_EQ(a.dev->qp_state(q), QpState::error);
+    EXPECT_LT(a.dev->stats().tx_bytes, 4096u) << "only CM messages";
 }
