@@ -326,6 +326,13 @@ void ep_destroy(uct_ep_h tl_ep) noexcept {
             ucs_warn("rc_roce: destroying ep %p with %zu pending requests", static_cast<void*>(ep),
                      ep->pending.size());
         }
+        // The QP goes first: a canceled GET's buffer may be freed by its completion callback,
+        // and until then the device (or its background thread) could still write responses
+        // into it. The device completes the destroyed QP's work requests later, as orphans.
+        Status s = iface->dev->destroy_qp(ep->qpn);
+        if (s != Status::ok) {
+            ucs_debug("rc_roce: destroy_qp(%u): %s", ep->qpn, std::string(to_string(s)).c_str());
+        }
         // Outstanding operations are canceled (as an RC QP flushed by destroy).
         while (Op* op = ep->ops_head) {
             unlink_op(op);
@@ -339,10 +346,6 @@ void ep_destroy(uct_ep_h tl_ep) noexcept {
         for (uct_completion_t* comp : ep->flush_waiters) {
             complete(comp, UCS_ERR_CANCELED);
         }
-        Status s = iface->dev->destroy_qp(ep->qpn);
-        if (s != Status::ok) {
-            ucs_debug("rc_roce: destroy_qp(%u): %s", ep->qpn, std::string(to_string(s)).c_str());
-        }
     } catch (...) {
         exception_status("ep_destroy");
     }
@@ -354,7 +357,14 @@ void ep_destroy_all(Iface* iface) {
     while (!iface->eps.empty()) {
         ep_destroy(&iface->eps.begin()->second->super.super);
     }
-    // The canceled operations of the destroyed QPs: their ops are orphans now.
+    // The canceled operations of the destroyed QPs: their ops are orphans now, also those whose
+    // completions event_arm had already taken out of the device.
+    for (const sw::Completion& c : iface->comp_stash) {
+        if (!(c.wr_id & wr_id_untracked_tag)) {
+            delete reinterpret_cast<Op*>(c.wr_id);
+        }
+    }
+    iface->comp_stash.clear();
     size_t n;
     while ((n = iface->dev->poll_completions(iface->comps.data(), iface->comps.size())) != 0) {
         for (size_t i = 0; i < n; ++i) {

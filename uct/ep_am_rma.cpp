@@ -11,26 +11,6 @@
 namespace roce::uct {
 namespace {
 
-// Flattens UCT iovecs (with count/stride) into `out`, after `used` slots. Returns false if
-// they do not fit.
-bool append_iov(const uct_iov_t* iov, size_t iovcnt, iovec* out, size_t& used, size_t& total) {
-    for (size_t i = 0; i < iovcnt; ++i) {
-        for (unsigned k = 0; k < iov[i].count; ++k) {
-            if (iov[i].length == 0) {
-                continue;
-            }
-            if (used == max_send_iov) {
-                return false;
-            }
-            out[used].iov_base = UCS_PTR_BYTE_OFFSET(iov[i].buffer, k * iov[i].stride);
-            out[used].iov_len = iov[i].length;
-            total += iov[i].length;
-            ++used;
-        }
-    }
-    return true;
-}
-
 // The single contiguous buffer of a put/get zcopy (max_iov is 1): the one non-empty piece of
 // `iov` (false if there are several) and the key of its memory handle (0 without one): UCP
 // registers zero-copy buffers (UCT_MD_FLAG_NEED_MEMH while the registration cache is on), and the

@@ -189,6 +189,26 @@ static_assert(dev_addr_max_len <= 31, "UCP packs device address lengths in 5 bit
 inline constexpr size_t max_send_iov = 16;
 inline constexpr size_t max_rdma_msg = size_t{1} << 30;
 
+// Flattens UCT iovecs (each `count` pieces `stride` apart) into `out` after its first `used`
+// slots, adding their bytes to `total`. False if they do not fit in max_send_iov.
+inline bool append_iov(const uct_iov_t* iov, size_t iovcnt, iovec* out, size_t& used, size_t& total) {
+    for (size_t i = 0; i < iovcnt; ++i) {
+        for (unsigned k = 0; k < iov[i].count; ++k) {
+            if (iov[i].length == 0) {
+                continue;
+            }
+            if (used == max_send_iov) {
+                return false;
+            }
+            out[used].iov_base = UCS_PTR_BYTE_OFFSET(iov[i].buffer, k * iov[i].stride);
+            out[used].iov_len = iov[i].length;
+            total += iov[i].length;
+            ++used;
+        }
+    }
+    return true;
+}
+
 // Interface address: the UDP port, network byte order.
 struct IfaceAddr {
     uint16_t port_be;

@@ -46,18 +46,6 @@ ucs_status_t send(UdEp* ep, uint8_t am_id, const iovec* iov, size_t iovcnt) {
     return to_ucs(s);
 }
 
-// UCT iovs (buffer, length x count) as iovecs after `first` leading entries.
-size_t to_iovec(const uct_iov_t* iov, size_t iovcnt, iovec* out, size_t first) {
-    size_t n = first;
-    for (size_t i = 0; i < iovcnt && n < max_send_iov; ++i) {
-        const size_t len = uct_iov_get_length(&iov[i]);
-        if (len != 0) {
-            out[n++] = {iov[i].buffer, len};
-        }
-    }
-    return n;
-}
-
 bool ep_listed(UdIface* iface, ud::Transport::PeerId peer, const UdEp* ep) {
     for (UdEp* e = iface->ep_by_peer[peer]; e != nullptr; e = e->next_of_peer) {
         if (e == ep) return true;
@@ -226,10 +214,14 @@ ucs_status_t ud_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t* iov
     AsyncGuard guard(ep->iface);
     ROCE_UCT_TRY("ud_ep_am_short_iov", return _exc_status, {
         iovec v[max_send_iov];
-        const size_t n = to_iovec(iov, iovcnt, v, 0);
+        size_t n = 0, total = 0;
+        if (!append_iov(iov, iovcnt, v, n, total)) {
+            ucs_error("ud_roce: am_short_iov: more than %zu pieces", max_send_iov);
+            return UCS_ERR_INVALID_PARAM;
+        }
         const ucs_status_t s = send(ep, id, v, n);
         if (s == UCS_OK) {
-            UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, uct_iov_total_length(iov, iovcnt));
+            UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, total);
         }
         return s;
     })
@@ -272,10 +264,14 @@ ucs_status_t ud_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void* header, unsi
     ROCE_UCT_TRY("ud_ep_am_zcopy", return _exc_status, {
         iovec v[max_send_iov];
         v[0] = {const_cast<void*>(header), header_length};
-        const size_t n = to_iovec(iov, iovcnt, v, 1);
+        size_t n = 1, total = header_length;
+        if (!append_iov(iov, iovcnt, v, n, total)) {
+            ucs_error("ud_roce: am_zcopy: more than %zu pieces", max_send_iov - 1);
+            return UCS_ERR_INVALID_PARAM;
+        }
         const ucs_status_t s = send(ep, id, v, n);
         if (s == UCS_OK) {
-            UCT_TL_EP_STAT_OP(&ep->super, AM, ZCOPY, header_length + uct_iov_total_length(iov, iovcnt));
+            UCT_TL_EP_STAT_OP(&ep->super, AM, ZCOPY, total);
         }
         return s;
     })
