@@ -112,9 +112,35 @@ struct Resp {
         return true;
     }
 
+    // A READ/atomic executed, kept to answer its duplicates. Entries it overlaps are from 2^24
+    // PSNs ago (the PSN space wrapped with fewer than 64 READs/atomics in between): forgotten,
+    // so that a duplicate of this one cannot be answered from them.
     void remember(uint32_t psn, uint32_t npkts, bool atomic, uint64_t orig) {
+        for (ReplayEntry& e : qp.replay) {
+            if (e.valid && uint32_t(wire::psn_diff(psn, e.psn)) < e.npkts)
+                e.valid = false;   // it covers psn
+            else if (e.valid && uint32_t(wire::psn_diff(e.psn, psn)) < npkts)
+                e.valid = false;   // psn's range covers it
+        }
         ReplayEntry& e = qp.replay[qp.replay_next++ % qp.replay.size()];
         e = ReplayEntry{true, atomic, psn, npkts, orig};
+    }
+
+    // The newest entry covering `psn`, or nullptr.
+    const ReplayEntry* replayed(uint32_t psn) const {
+        const size_t n = qp.replay.size();
+        for (size_t k = 1; k <= n; ++k) {
+            const ReplayEntry& e = qp.replay[(qp.replay_next - k) % n];
+            if (e.valid && uint32_t(wire::psn_diff(psn, e.psn)) < e.npkts)
+                return &e;
+        }
+        return nullptr;
+    }
+
+    // A duplicate that cannot be answered: the requester gets a NAK naming it, and fails the
+    // work request with the QP, instead of retrying while our other traffic keeps it alive.
+    void nak_duplicate(uint32_t psn, wire::NakCode code) {
+        dev.send_ack(qp, wire::aeth_nak_syndrome(code), psn);
     }
 
     // Emits READ responses for [va, va+len) starting at `psn`. mid_start: the request re-issues
@@ -161,16 +187,15 @@ struct Resp {
         if (op == Opcode::rc_read_request) {
             const uint32_t len = pkt.reth.dma_len;
             const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
-            if (len > (1u << 31) || (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read)))
-                return;
-            for (const ReplayEntry& e : qp.replay) {
-                if (!e.valid || e.atomic)
-                    continue;
-                const int32_t d = wire::psn_diff(p, e.psn);
-                if (d < 0 || uint32_t(d) >= e.npkts)
-                    continue;
-                if (uint32_t(d) + n > e.npkts)
-                    return;
+            if (len > (1u << 31))
+                return nak_duplicate(p, wire::nak_invalid_request);
+            // Checked again as a new request would be: the region may be gone since.
+            if (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read))
+                return nak_duplicate(p, wire::nak_remote_access);
+            if (const ReplayEntry* e = replayed(p); e && !e->atomic) {
+                const auto d = uint32_t(wire::psn_diff(p, e->psn));
+                if (d + n > e->npkts)
+                    return nak_duplicate(p, wire::nak_invalid_request);   // not a tail of that READ
                 read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, d != 0);
                 return;
             }
@@ -182,13 +207,12 @@ struct Resp {
             return;
         }
         if (op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap) {
-            for (const ReplayEntry& e : qp.replay) {
-                if (e.valid && e.atomic && e.psn == p) {
-                    atomic_ack(p, e.orig);
-                    return;
-                }
-            }
-            return;
+            // Executing it again would return another original value; older than the cache
+            // remembers (more than 64 READs/atomics since: beyond any requester's outstanding
+            // limit, ours is MAX_RD_ATOMIC 16), it cannot be answered.
+            if (const ReplayEntry* e = replayed(p); e && e->atomic && e->psn == p)
+                return atomic_ack(p, e->orig);
+            return nak_duplicate(p, wire::nak_invalid_request);
         }
         // SEND/WRITE: acknowledge again (coalesced to the end of the receive batch).
         dev.want_ack(qp, true);

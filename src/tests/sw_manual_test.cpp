@@ -282,9 +282,10 @@ TEST(SwManual, DuplicateReadOlderThanTheReplayCacheIsAnswered) {
     DeviceStats after = p.b.dev->stats();
     EXPECT_EQ(after.duplicates, before.duplicates + 1);
     EXPECT_EQ(after.tx_packets, before.tx_packets + 1);   // the READ response, again
-    // A duplicate with a wrong rkey is still refused (nothing sent).
+    // A duplicate with a wrong rkey is still refused: a NAK (remote access), no data.
     ASSERT_NO_FATAL_FAILURE(inject_read(wire::psn_add(ManualPair::psn_a, 1), va, k.rkey ^ 0x1000));
-    EXPECT_EQ(p.b.dev->stats().tx_packets, after.tx_packets);
+    EXPECT_EQ(p.b.dev->stats().tx_packets, after.tx_packets + 1);
+    EXPECT_EQ(p.b.dev->stats().naks_sent_access, after.naks_sent_access + 1);
 }
 
 TEST(SwManual, WriteWithImmediateWaitsForAReceiveEntry) {
@@ -422,4 +423,60 @@ TEST(SwManual, WorkRequestTooLongForTheNegotiatedMtuFails) {
     EXPECT_EQ(a.find(1)->status, Status::invalid_param);
     EXPECT_EQ(a.dev->qp_state(q), QpState::error);
     EXPECT_LT(a.dev->stats().tx_bytes, 4096u) << "only CM messages";
+}
+
+TEST(SwManual, UnanswerableDuplicatesGetANak) {
+    // A duplicate the responder cannot answer - a READ whose region is gone since, an atomic
+    // older than the replay cache (64 READs/atomics) - is NAKed at its PSN, so the requester
+    // fails the work request instead of retrying for as long as other traffic keeps the QP
+    // alive. A duplicate atomic the cache holds is answered with its original value, once
+    // executed.
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open());
+    const WireAddr src = p.a.dev->address();
+    std::vector<uint8_t> mem(256, 0x5a);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+    alignas(8) uint64_t counter = 0;
+    MrKeys kc;
+    ASSERT_EQ(p.b.pd->reg_mr(&counter, sizeof(counter), access_all, kc), Status::ok);
+    wire::Packet rd;
+    rd.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
+    rd.bth.dest_qp = p.qb;
+    rd.bth.psn = ManualPair::psn_a;
+    rd.reth.va = uint64_t(uintptr_t(mem.data()));
+    rd.reth.rkey = k.rkey;
+    rd.reth.dma_len = 64;
+    ASSERT_NO_FATAL_FAILURE(inject(p.b, rd, {}, src));
+    auto fetch_add = [&](uint32_t psn) {
+        wire::Packet at;
+        at.bth.opcode = uint8_t(wire::Opcode::rc_fetch_add);
+        at.bth.dest_qp = p.qb;
+        at.bth.psn = psn;
+        at.atomic.va = uint64_t(uintptr_t(&counter));
+        at.atomic.rkey = kc.rkey;
+        at.atomic.swap_add = 1;
+        inject(p.b, at, {}, src);
+    };
+    for (uint32_t i = 1; i <= 65; ++i)
+        ASSERT_NO_FATAL_FAILURE(fetch_add(wire::psn_add(ManualPair::psn_a, i)));
+    EXPECT_EQ(counter, 65u);
+    const DeviceStats s0 = p.b.dev->stats();
+    // The newest atomic again: its original value (64) again, not executed.
+    ASSERT_NO_FATAL_FAILURE(fetch_add(wire::psn_add(ManualPair::psn_a, 65)));
+    DeviceStats s1 = p.b.dev->stats();
+    EXPECT_EQ(counter, 65u);
+    EXPECT_EQ(s1.tx_packets, s0.tx_packets + 1);
+    EXPECT_EQ(s1.naks_sent_invalid, s0.naks_sent_invalid);
+    // The first atomic, pushed out of the cache by 64 later ones: NAK, not executed.
+    ASSERT_NO_FATAL_FAILURE(fetch_add(wire::psn_add(ManualPair::psn_a, 1)));
+    DeviceStats s2 = p.b.dev->stats();
+    EXPECT_EQ(counter, 65u);
+    EXPECT_EQ(s2.naks_sent_invalid, s1.naks_sent_invalid + 1);
+    // The READ again after its region was deregistered: NAK remote access, nothing read.
+    ASSERT_EQ(p.b.pd->dereg_mr(k.lkey), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(inject(p.b, rd, {}, src));
+    const DeviceStats s3 = p.b.dev->stats();
+    EXPECT_EQ(s3.naks_sent_access, s2.naks_sent_access + 1);
+    EXPECT_EQ(s3.tx_packets, s2.tx_packets + 1) << "the NAK only";
 }
