@@ -90,3 +90,72 @@ TEST(UdReceiver, NothingAboveMaxMsgIsDelivered) {
     EXPECT_EQ(got.lens, std::vector<size_t>{1000});
     EXPECT_EQ(r.ack(), 4u);
 }
+
+namespace {
+Header frag(uint32_t psn, uint8_t flags) { return Header{PktType::data, flags, 1, 7, psn, 0, 0}; }
+} // namespace
+
+// Fragmented AMs reserve SEG_SIZE (max_msg) of the reassembly pool when they start: with room for
+// two, a third peer's first fragment is dropped (not acknowledged) until one of the two completes;
+// fragments of an AM under way are always taken, so the AMs under way always complete. Before,
+// unfinished AMs were not counted at all: every peer - and a source QP number is only a header
+// field - could keep up to SEG_SIZE.
+TEST(UdReceiver, ReassemblyReservesItsShareOfThePool) {
+    ReceiverConfig cfg;
+    cfg.max_msg = 1000;
+    HoldBudget budget;
+    budget.reasm_limit = 2000;
+    Delivered got;
+    const std::vector<uint8_t> part(400, 9);
+    Receiver r1(cfg, &budget), r2(cfg, &budget), r3(cfg, &budget);
+    r1.receive(frag(0, flag_first), part.data(), part.size(), 0, got);
+    r2.receive(frag(0, flag_first), part.data(), part.size(), 0, got);
+    EXPECT_EQ(budget.reasm_used, 2000u);
+    r3.receive(frag(0, flag_first), part.data(), part.size(), 0, got);
+    EXPECT_EQ(r3.ack(), 0u) << "the third AM may not start";
+    EXPECT_EQ(r3.stats().over_budget, 1u);
+    r1.receive(frag(1, 0), part.data(), part.size(), 0, got);           // under way: taken
+    r1.receive(frag(2, flag_last), part.data(), 100, 0, got);
+    ASSERT_EQ(got.lens, std::vector<size_t>{900});
+    EXPECT_EQ(budget.reasm_used, 1000u);
+    r3.receive(frag(0, flag_first), part.data(), part.size(), 0, got);  // the retransmission
+    EXPECT_EQ(r3.ack(), 1u);
+    EXPECT_EQ(budget.reasm_used, 2000u);
+    // A whole AM needs no reservation, even with the pool spent.
+    Receiver r4(cfg, &budget);
+    r4.receive(frag(0, flag_first | flag_last), part.data(), part.size(), 0, got);
+    EXPECT_EQ(r4.ack(), 1u);
+    // A failed peer gives its reservation back; an AM cut short by a whole one too.
+    r2.drop_held();
+    EXPECT_EQ(budget.reasm_used, 1000u);
+    r3.receive(frag(1, flag_first | flag_last), part.data(), 10, 0, got);
+    EXPECT_EQ(r3.stats().malformed, 1u);
+    EXPECT_EQ(budget.reasm_used, 0u);
+    EXPECT_EQ(budget.used, 0u);
+}
+
+// A held first fragment the pool has no room for stops the drain of held packets; it is taken
+// when it comes again, replacing the held copy (whose charge goes back), and the rest drains.
+TEST(UdReceiver, HeldFirstFragmentWaitsForARoom) {
+    ReceiverConfig cfg;
+    cfg.max_msg = 1000;
+    HoldBudget budget;
+    budget.reasm_limit = 1000;
+    Delivered got;
+    const std::vector<uint8_t> part(300, 5);
+    Receiver busy(cfg, &budget), r(cfg, &budget);
+    busy.receive(frag(0, flag_first), part.data(), part.size(), 0, got);   // takes the pool
+    r.receive(frag(2, flag_first), part.data(), part.size(), 0, got);      // held (hole at 1)
+    r.receive(frag(3, flag_last), part.data(), part.size(), 0, got);       // held
+    r.receive(frag(0, flag_first | flag_last), part.data(), 10, 0, got);   // whole AM
+    r.receive(frag(1, flag_first | flag_last), part.data(), 20, 0, got);   // fills the hole
+    EXPECT_EQ(r.ack(), 2u) << "the drain stops at the held first fragment";
+    EXPECT_EQ(got.lens, (std::vector<size_t>{10, 20}));
+    busy.receive(frag(1, flag_last), part.data(), part.size(), 0, got);    // the pool is free
+    r.receive(frag(2, flag_first), part.data(), part.size(), 0, got);      // the retransmission
+    EXPECT_EQ(r.ack(), 4u);
+    EXPECT_EQ(got.lens, (std::vector<size_t>{10, 20, 600, 600}));
+    EXPECT_EQ(budget.used, 0u) << "the held copies' charge went back";
+    EXPECT_EQ(budget.reasm_used, 0u);
+    EXPECT_GT(budget.spare.capacity(), 0u) << "a finished AM's buffer serves the next";
+}

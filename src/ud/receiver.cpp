@@ -36,7 +36,7 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         }
         if (ooo_.count(h.psn) != 0) {
             ++stats_.duplicates;
-        } else if (budget_ && budget_->limit - budget_->used < charge(len)) {
+        } else if (budget_ && budget_->used + charge(len) > budget_->limit) {
             ++stats_.over_budget;
         } else {
             ++stats_.out_of_order;
@@ -48,11 +48,24 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         ack_now_ = true;   // report the hole at once: the sender retransmits just it
         return;
     }
+    if (!reasm_room(h)) {
+        ++stats_.over_budget;   // not taken: the sender sends it again
+        ack_now_ = true;
+        return;
+    }
+    if (auto it = ooo_.find(h.psn); it != ooo_.end()) {
+        // A copy held since the drain below stopped at it (no reservation then): this one
+        // replaces it.
+        if (budget_) {
+            budget_->used -= charge(it->second.payload.size());
+        }
+        ooo_.erase(it);
+    }
     consume(h, payload, len, deliver);
     while (!ooo_.empty()) {
         auto it = ooo_.find(rcv_next_);
-        if (it == ooo_.end()) {
-            break;
+        if (it == ooo_.end() || !reasm_room(it->second.h)) {
+            break;   // (a held first fragment without a reservation waits for its retransmission)
         }
         Held held = std::move(it->second);
         ooo_.erase(it);
@@ -82,6 +95,30 @@ void Receiver::drop_held() {
         }
     }
     ooo_.clear();
+    in_msg_ = false;
+    discarding_ = false;
+    reasm_release();
+}
+
+bool Receiver::reasm_room(const Header& h) const {
+    const bool starts = h.type == PktType::data && (h.flags & flag_first) && !(h.flags & flag_last);
+    return !starts || !budget_ || reasm_reserved_ ||
+           budget_->reasm_used + cfg_.max_msg <= budget_->reasm_limit;
+}
+
+void Receiver::reasm_release() {
+    reasm_.clear();
+    if (!budget_) {
+        return;
+    }
+    if (reasm_reserved_) {
+        budget_->reasm_used -= cfg_.max_msg;
+        reasm_reserved_ = false;
+    }
+    if (budget_->spare.capacity() < reasm_.capacity()) {
+        budget_->spare.swap(reasm_);   // the larger buffer serves the next AM
+    }
+    reasm_ = {};                       // the smaller one is freed
 }
 
 // One in-order packet: advance, and deliver or collect the AM it belongs to. A fragment that
@@ -99,8 +136,10 @@ void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, cons
         }
         in_msg_ = false;
         discarding_ = false;
-        reasm_.clear();
         if (last) {
+            if (reasm_reserved_) {
+                reasm_release();   // the AM cut short
+            }
             if (len > cfg_.max_msg) {
                 // One datagram above the limit: a device may hand up more than the path MTU
                 // (a UDP socket takes up to 64 KiB); fuzz_ud found it delivered.
@@ -113,6 +152,17 @@ void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, cons
         }
         in_msg_ = true;
         reasm_am_ = h.am_id;
+        if (budget_) {
+            // An AM cut short by a new first fragment still holds its reservation: kept.
+            if (!reasm_reserved_) {
+                budget_->reasm_used += cfg_.max_msg;
+                reasm_reserved_ = true;
+            }
+            if (reasm_.capacity() == 0) {
+                reasm_.swap(budget_->spare);
+            }
+        }
+        reasm_.clear();
     } else if (!in_msg_) {
         if (!discarding_) {
             ++stats_.malformed;   // a continuation without a start
@@ -124,7 +174,7 @@ void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, cons
         over_limit(reasm_.size() + len);
         in_msg_ = false;
         discarding_ = !last;
-        reasm_.clear();
+        reasm_release();
         return;
     }
     reasm_.insert(reasm_.end(), payload, payload + len);
@@ -132,7 +182,7 @@ void Receiver::consume(const Header& h, const uint8_t* payload, size_t len, cons
         in_msg_ = false;
         ++stats_.delivered;
         deliver(reasm_am_, reasm_.data(), reasm_.size());
-        reasm_.clear();
+        reasm_release();
     }
 }
 

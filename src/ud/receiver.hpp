@@ -23,7 +23,7 @@ struct ReceiverConfig {
 
 struct ReceiverStats {
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0, malformed = 0;
-    uint64_t over_budget = 0;   // out-of-order packets not kept: the transport's HoldBudget was spent
+    uint64_t over_budget = 0;   // packets not kept: the transport's HoldBudget was spent
 };
 
 // What all receivers of one transport may hold out of order together, in bytes (payload plus a
@@ -35,6 +35,18 @@ struct HoldBudget {
     size_t limit = size_t(64) << 20;
     size_t used = 0;
     static constexpr size_t per_packet = 64;   // the entry around a payload (header, map node)
+    // AMs being reassembled, a pool of its own: each reserves its receiver's max_msg (SEG_SIZE)
+    // when its first fragment is taken, so an AM under way always completes (its further
+    // fragments need nothing) and at most reasm_limit / max_msg are under way at once - one per
+    // peer at most, and a peer is only a header field. A first fragment beyond that is dropped
+    // like a loss and taken when it comes again, after AMs under way completed. (Sharing one
+    // pool with the out-of-order packets could deadlock: held packets drain only through the
+    // in-order one a full pool would refuse.)
+    size_t reasm_limit = size_t(64) << 20;
+    size_t reasm_used = 0;
+    // One reassembly buffer passed between the receivers: a finished AM's serves the next one
+    // with no allocation, and no receiver keeps one for a peer that may never send again.
+    std::vector<uint8_t> spare;
 };
 
 class Receiver {
@@ -65,7 +77,8 @@ public:
     // Every packet we send to the peer carries ack()/sack().
     void ack_sent() { unacked_ = 0; ack_now_ = false; }
     const ReceiverStats& stats() const { return stats_; }
-    // Forgets what is held out of order and gives its bytes back (a failed peer).
+    // Forgets what is held out of order and the AM being reassembled, and gives their bytes
+    // back (a failed peer).
     void drop_held();
 
 private:
@@ -78,12 +91,17 @@ private:
     uint32_t sack_bits() const;
 
     static size_t charge(size_t len) { return len + HoldBudget::per_packet; }
+    // Whether an in-order packet may be consumed now: one that starts a fragmented AM needs a
+    // reassembly reservation.
+    bool reasm_room(const Header& h) const;
+    void reasm_release();   // the AM was delivered or discarded: reservation and buffer go back
 
     ReceiverConfig cfg_;
     HoldBudget* budget_;
     uint32_t rcv_next_ = 0;
     std::unordered_map<uint32_t, Held> ooo_;   // by psn, all within (rcv_next, rcv_next+window]
     std::vector<uint8_t> reasm_;
+    bool reasm_reserved_ = false;              // holds budget_->reasm_limit's share for reasm_
     uint8_t reasm_am_ = 0;
     bool in_msg_ = false;
     bool discarding_ = false;                  // rest of a malformed AM

@@ -17,6 +17,8 @@ Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp,
     : cfg_(cfg), qp_(std::move(qp)), cb_(std::move(cb)) {
     frag_ = qp_->max_payload() - header_size;
     hold_budget_.limit = cfg_.hold_budget;
+    // AMs reassembled at once: 1024 at the default SEG_SIZE (64 KiB), at least 16 at any.
+    hold_budget_.reasm_limit = std::max(cfg_.hold_budget, 16 * cfg_.rx.max_msg);
     service_interval_ns_ = std::min<uint64_t>(20'000, cfg_.ack_delay_ns / 2);
     while (cfg_.sender_id == 0) {
         cfg_.sender_id = std::random_device{}();
@@ -506,19 +508,20 @@ void Transport::thread_main() {
         // Timers (ACK delay, retransmission) need a tick while something is outstanding.
         sleep_ns(busy ? 1'000'000 : 20'000'000, true);
         if (stop_.load()) break;
+        // Only a try: the owner may hold that lock while it joins this thread. Without it the
+        // round still receives, acknowledges and retransmits; only the handlers wait for the
+        // owner (a lock that has no try - UCX_USE_MT_MUTEX - is never taken: before, such a
+        // thread did nothing at all, and a computing rank looked dead to its peers).
         const bool outer = cb_.async_ok && cb_.outer_lock;
-        // Only a try: the owner may hold that lock while it joins this thread.
-        if (outer && !cb_.outer_lock(true)) {
-            sleep_ns(1'000'000, false);
-            continue;
-        }
-        takeover();
-        if (outer) cb_.outer_lock(false);
+        const bool locked = outer && cb_.outer_lock(true);
+        takeover(locked || !outer);
+        if (locked) cb_.outer_lock(false);
     }
 }
 
-// One round in the owner's stead (the caller holds outer_lock, if any).
-void Transport::takeover() {
+// One round in the owner's stead; async handlers run only if `may_deliver` (the caller holds
+// outer_lock, if there is one).
+void Transport::takeover(bool may_deliver) {
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock() || !owner_.owner_idle(now_ns())) {
         return;   // the owner is back
@@ -528,7 +531,7 @@ void Transport::takeover() {
     receive(now_ns());
     passive_ = false;
     // What may run here goes now, in order: the AMs received before any that wait for the owner.
-    if (cb_.async_ok && had == 0) {
+    if (cb_.async_ok && may_deliver && had == 0) {
         size_t n = 0;
         while (n < deferred_.size() && cb_.async_ok(deferred_[n].am_id)) ++n;
         std::vector<Deferred> now_async(std::make_move_iterator(deferred_.begin()),

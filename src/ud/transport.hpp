@@ -49,7 +49,8 @@ struct TransportConfig {
     // from (not created by peer() for an endpoint of ours): at most this many, later sources are
     // dropped (a peer costs a few hundred bytes; never forgotten: a sender we hold no endpoint
     // for, idle for long, must find its sequence where it left it). Out-of-order payload held by
-    // all peers together: below.
+    // all peers together: below; AMs being reassembled reserve rx.max_msg each from a pool of
+    // max(hold_budget, 16 x rx.max_msg) (ud/receiver.hpp, HoldBudget).
     size_t max_passive_peers = size_t(1) << 20;
     size_t hold_budget = size_t(64) << 20;
 };
@@ -61,7 +62,7 @@ struct TransportStats {
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0;
     uint64_t malformed = 0, restarted_peers = 0;
     uint64_t peers_refused = 0;   // datagrams from a new source beyond max_passive_peers
-    uint64_t over_budget = 0;     // out-of-order packets not held: hold_budget spent
+    uint64_t over_budget = 0;     // packets not taken: hold_budget (or the reassembly pool) spent
 };
 
 class Transport {
@@ -175,7 +176,7 @@ private:
     unsigned receive(uint64_t now);
     unsigned receive_held(uint64_t now);   // receive() with every send held until its end
     void thread_main();
-    void takeover();
+    void takeover(bool may_deliver);
 
     struct Deferred {
         PeerId peer;

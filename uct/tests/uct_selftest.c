@@ -20,7 +20,7 @@
  *                        endpoint refuses to send; then AM short/bcopy/zcopy on CONNECT_TO_IFACE
  *
  * Environment: DEV (netdev, default lo), TL (transport, default rc_roce; failure and events run
- * on ud_roce too).
+ * on ud_roce too), ASYNC=mutex (the async context of UCX_USE_MT_MUTEX=y: no try-lock).
  */
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
@@ -162,7 +162,11 @@ static void open_all(ctx_t *c, int with_err_handler, int close_receiver_first)
     }
     MUST(uct_md_config_read(c->cmp, NULL, NULL, &c->md_config));
     MUST(uct_md_open(c->cmp, getenv("MD") ? getenv("MD") : "roce", c->md_config, &c->md));
-    MUST(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &c->async));
+    /* ASYNC=mutex: the async context UCP makes with UCX_USE_MT_MUTEX=y (no try-lock) */
+    const char *am = getenv("ASYNC");
+    MUST(ucs_async_context_create(am && !strcmp(am, "mutex") ? UCS_ASYNC_MODE_THREAD_MUTEX
+                                                             : UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                  &c->async));
     MUST(uct_worker_create(c->async, UCS_THREAD_MODE_SINGLE, &c->worker));
     const char *tl = getenv("TL") ? getenv("TL") : "rc_roce";
     MUST(uct_md_iface_config_read(c->md, tl, NULL, NULL, &c->iface_config));
