@@ -85,7 +85,7 @@
       "Send queue depth of every QP: work requests in flight before operations return "        \
       "UCS_ERR_NO_RESOURCE (and callers queue on the pending queue).")                         \
     X(max_rd_atomic, unsigned, "MAX_RD_ATOMIC", "16", UINT,                                    \
-      "Outstanding RDMA READ and atomic requests per QP.")                                     \
+      "Outstanding RDMA READ and atomic requests per QP (userspace device: at most 64).")                                     \
     X(max_read_request, size_t, "MAX_READ_REQUEST", "128k", MEMUNITS,                          \
       "Userspace device: longer RDMA READs are requested in pieces of this size, whose "       \
       "responses arrive back to back (behind a slow bottleneck, smaller pieces keep bursts "   \

@@ -325,11 +325,6 @@ ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp)
         if (!ep->connected) {
             return UCS_OK;   // nothing was sent
         }
-        // A peer found dead whose failure progress has not reported yet (the background thread
-        // finds them while the owner is away): what was sent to it was not all acknowledged.
-        if (const Status ps = ep->iface->tr->peer_status(ep->peer); ps != Status::ok) {
-            return to_ucs(ps);
-        }
         if (flags & UCT_FLUSH_FLAG_CANCEL) {
             // Nothing to cancel locally that the peer could still be waiting for: what was
             // sent is retransmitted until acknowledged, pending requests belong to the caller.
@@ -341,6 +336,12 @@ ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp)
             return UCS_ERR_NO_RESOURCE;
         }
         if (ep->iface->tr->flushed(ep->peer)) {
+            // A failed peer counts as flushed: one found dead whose failure progress has not
+            // reported yet (the background thread finds them while the owner is away) had
+            // data not acknowledged. Read after flushed(): a failure found in between is seen.
+            if (const Status ps = ep->iface->tr->peer_status(ep->peer); ps != Status::ok) {
+                return to_ucs(ps);
+            }
             UCT_TL_EP_STAT_FLUSH(&ep->super);
             return UCS_OK;
         }

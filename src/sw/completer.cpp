@@ -148,13 +148,15 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
             break;
         case wire::AethKind::nak: {
             count_nak(qp, syn, false);
+            // A NAK for a PSN acknowledged since is late: a sequence error the responder
+            // repaired (rewinding would resend and halve the window), or a fatal one for a
+            // duplicate of work that completed (failing the QP would fail healthy work).
+            if (wire::psn_diff(p, qp.una_psn) < 0)
+                break;
             ack_through(*this, qp, before, now);
             const uint8_t code = syn & 0x1f;
             if (code == wire::nak_psn_seq_error) {
-                // A late NAK asks for what has been acknowledged since: rewinding would send
-                // it again and halve the window for a loss that was repaired.
-                if (wire::psn_diff(p, qp.una_psn) >= 0)
-                    goback(qp, p, false, now);
+                goback(qp, p, false, now);
             } else {
                 // Fatal NAK: the WR at p fails, and with it the QP.
                 ROCE_DEBUG("qp 0x%x: NAK code %u at psn 0x%x", qp.qpn, code, p);

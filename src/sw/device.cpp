@@ -58,6 +58,13 @@ Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique
     if (cfg.sq_depth == 0 || cfg.max_rd_atomic == 0 || cfg.ack_coalesce == 0 ||
         cfg.retransmit_timeout_us == 0 || cfg.recv_queue_len == 0)
         return Status::invalid_param;
+    if (cfg.max_rd_atomic > replay_entries) {
+        // The responder answers duplicates of the last replay_entries READs/atomics only: a peer
+        // with more outstanding would find its retransmitted atomics refused.
+        ROCE_ERROR("max_rd_atomic %u is over the %zu outstanding READs/atomics the userspace device "
+                   "serves (UCX_RC_ROCE_MAX_RD_ATOMIC)", cfg.max_rd_atomic, replay_entries);
+        return Status::invalid_param;
+    }
     if (cfg.ack_delay_us > cfg.ack_delay_limit_us()) {
         ROCE_ERROR("ACK delay %u us must be at most a quarter of the retransmission timeout (%u us here)",
                    cfg.ack_delay_us, cfg.ack_delay_limit_us());

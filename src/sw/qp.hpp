@@ -48,7 +48,9 @@ struct Wr {
 };
 
 // A READ/atomic request the responder executed, kept to answer duplicates: a duplicate atomic
-// must return the original result, not execute again.
+// must return the original result, not execute again. A QP keeps the last replay_entries: a
+// requester may have at most that many outstanding (the device refuses a larger max_rd_atomic).
+inline constexpr size_t replay_entries = 64;
 struct ReplayEntry {
     bool valid = false;
     bool atomic = false;
@@ -149,7 +151,7 @@ struct Qp {
     uint64_t w_va = 0;               // WRITE in progress
     uint32_t w_rkey = 0;
     uint64_t w_remaining = 0;
-    std::array<ReplayEntry, 64> replay{};
+    std::array<ReplayEntry, replay_entries> replay{};
     unsigned replay_next = 0;
     unsigned undelivered = 0;        // received messages not yet handed to the owner
 

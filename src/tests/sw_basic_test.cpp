@@ -11,6 +11,7 @@
 #include <thread>
 #include <poll.h>
 
+#include "sw/qp.hpp"
 #include "sw/test_support.hpp"
 #include "sw/udp_socket.hpp"
 #include "tos_socket.hpp"
@@ -42,6 +43,10 @@ TEST(SwOpen, Errors) {
     c.mtu = 1000;
     EXPECT_EQ(Device::open(c, pd, d), Status::invalid_param);
     c.mtu = 1024;
+    // More outstanding READs/atomics than the responder's replay cache answers duplicates of.
+    c.max_rd_atomic = uint32_t(replay_entries) + 1;
+    EXPECT_EQ(Device::open(c, pd, d), Status::invalid_param);
+    c.max_rd_atomic = uint32_t(replay_entries);
     ASSERT_EQ(Device::open(c, pd, d), Status::ok);
     EXPECT_NE(d->address().port, 0);
     EXPECT_GE(d->event_fd(), 0);

@@ -356,7 +356,8 @@ TEST(SwManual, WriteWithImmediateWaitsForAReceiveEntry) {
 TEST(SwManual, LateSequenceNakDoesNotRewind) {
     // A NAK (sequence error) that arrives after the PSN it names was acknowledged - the
     // responder asked for it while it was on its way - must not send acknowledged packets again
-    // nor cut the window. b never runs: its answers are injected into a by hand.
+    // nor cut the window; a fatal one must not fail the QP. b never runs: its answers are
+    // injected into a by hand.
     DeviceConfig ca = cfg1024();
     ca.progress_thread = false;
     Host a, b;
@@ -393,6 +394,11 @@ TEST(SwManual, LateSequenceNakDoesNotRewind) {
     ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 3)));
     ASSERT_TRUE(run_until({&a}, [&] { return a.find(7) != nullptr; }, 5));
     EXPECT_EQ(a.find(7)->status, Status::ok);
+    // A fatal NAK for an acknowledged PSN is as late: the responder answered a stale duplicate
+    // (a delayed READ request after its region went; measured in faults.matrix with 3 ms
+    // delays): the completed work and the QP stand.
+    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_nak_syndrome(wire::nak_remote_access), wire::psn_add(p0, 2)));
+    EXPECT_EQ(a.dev->qp_state(qa), QpState::rts);
     // A NAK for the first unacknowledged PSN still rewinds (not a late one).
     ASSERT_EQ(a.dev->post_write(qa, 8, src.data(), src.size(), 0x1000, 0x1234, true), Status::ok);
     ASSERT_TRUE(run_until({&a}, [&] { return a.dev->stats().tx_packets >= after.tx_packets + 4; }, 5));

@@ -64,5 +64,30 @@ TEST(UdSenderTimer, WithoutAGapTheTimerFiresOnTime) {
     EXPECT_EQ(n.sent, 2u);
 }
 
+// The peer SACKed psn 2, then its cumulative ACK stops at 2: it let the held copy go (a first
+// fragment with no room in its reassembly pool waits for this packet again). The packet counts
+// as missing again: the timer resends it (before, only packets never SACKed were resent, and
+// with psn 3 unreported the whole-window exception did not apply: psn 2 never came again and
+// the peer failed a live receiver).
+TEST(UdSenderTimer, RenegedPacketIsSentAgain) {
+    struct Psns {
+        std::vector<uint32_t> sent;
+        bool operator()(const Sender::Packet& p, bool) { sent.push_back(p.psn); return true; }
+    } psns;
+    Sender s(Started::config());
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    for (int i = 0; i < 4; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    s.transmit(0, Sender::Emit(psns));
+    ASSERT_EQ(psns.sent, (std::vector<uint32_t>{0, 1, 2, 3}));
+    s.on_ack(1, 0b1, 1 * ms, Sender::Emit(psns));    // has 0; 1 missing; 2 held (SACK bit 0: psn 1 + 1)
+    s.on_ack(2, 0, 2 * ms, Sender::Emit(psns));      // took 1, stopped at 2: let it go
+    psns.sent.clear();
+    EXPECT_TRUE(s.on_timer(2 * ms + 200 * ms, Sender::Emit(psns)));
+    EXPECT_EQ(s.stats().timeouts, 1u);
+    ASSERT_FALSE(psns.sent.empty());
+    EXPECT_EQ(psns.sent.front(), 2u) << "the reneged packet first";
+}
+
 } // namespace
 } // namespace roce::ud

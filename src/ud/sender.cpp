@@ -133,6 +133,12 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit)
     } else if (ack == una && sack != 0) {
         ++dupacks_;   // (an older ACK, overtaken by a newer one, is no news)
     }
+    // The peer's sequence stops at a packet it had SACKed: it let the held copy go (a first
+    // fragment with no room in its reassembly pool waits for this packet again) - reneged, in
+    // TCP's word. Missing like any other now, or the timer would never send it again.
+    if (n_sent_ != 0 && ack == q_.front().psn && q_.front().sacked) {
+        q_.front().sacked = false;
+    }
     // Selective ACK: these need no retransmission.
     uint32_t highest_sacked = 0;
     bool any_sacked = false;

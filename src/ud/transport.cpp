@@ -527,11 +527,13 @@ void Transport::takeover(bool may_deliver) {
         return;   // the owner is back
     }
     const size_t had = deferred_.size() + failures_.size();
+    const bool had_failures = !failures_.empty();
     passive_ = true;
     receive(now_ns());
     passive_ = false;
-    // What may run here goes now, in order: the AMs received before any that wait for the owner.
-    if (cb_.async_ok && may_deliver && had == 0) {
+    // What may run here goes now, in order: the AMs received before any that wait for the owner
+    // (also those a round without the outer lock kept).
+    if (cb_.async_ok && may_deliver && !had_failures) {
         size_t n = 0;
         while (n < deferred_.size() && cb_.async_ok(deferred_[n].am_id)) ++n;
         std::vector<Deferred> now_async(std::make_move_iterator(deferred_.begin()),
