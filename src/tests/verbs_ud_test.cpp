@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <unistd.h>
 #include <vector>
 
+#include "gid/config.hpp"
 #include "rxe_guard.hpp"
 #include "ud/transport.hpp"
 #include "verbs/ud.hpp"
@@ -160,6 +163,63 @@ TEST(VerbsUd, GidPolicyPicksTheEntryAndClass) {
         EXPECT_EQ(verbs::UdQp::open(cb, pd, q), Status::invalid_param);
         EXPECT_FALSE(q);
     }
+}
+
+namespace {
+std::string first_line(const std::string& path) {
+    std::ifstream f(path);
+    std::string l;
+    std::getline(f, l);
+    return l;
+}
+} // namespace
+
+// The QP's GID entry replaced under it (its address removed, another taking the index, as a
+// DHCP renewal does): datagrams to new destinations are refused with one error line, instead of
+// leaving with a source no peer knows this QP by. Changes an address of rxe0's netdev (root, the
+// guest), and puts it back.
+TEST(VerbsUd, ReplacedGidEntryIsRefused) {
+    ROCE_NEED_RXE0();
+    const std::string ndev = first_line("/sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0");
+    ASSERT_FALSE(ndev.empty());
+    auto sh = [](const std::string& cmd) { return std::system((cmd + " 2>/dev/null").c_str()) == 0; };
+    struct Cleanup {
+        std::string ndev;
+        ~Cleanup() {
+            for (const char* a : {"10.77.0.1/32", "10.77.0.2/32"})
+                (void)!std::system(("ip addr del " + std::string(a) + " dev " + ndev + " 2>/dev/null").c_str());
+        }
+    } cleanup{ndev};
+    ASSERT_TRUE(sh("ip addr add 10.77.0.1/32 dev " + ndev));
+    std::shared_ptr<verbs::Pd> pd;
+    ASSERT_EQ(verbs::Pd::open("rxe0", pd), Status::ok);
+    verbs::UdConfig c;
+    std::string err;
+    ASSERT_EQ(gid::set_gid_config(c.gid, "SUBNETS", "10.77.0.0/24", err), Status::ok) << err;
+    std::unique_ptr<verbs::UdQp> a, b, fresh;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (verbs::UdQp::open(c, pd, a) != Status::ok && std::chrono::steady_clock::now() < end)
+        usleep(100000);   // the GID table follows the address asynchronously
+    ASSERT_TRUE(a) << "no GID entry for 10.77.0.1 appeared";
+    const int index = a->gid().index;
+    ASSERT_EQ(verbs::UdQp::open({}, pd, b), Status::ok);
+    // A destination of another GID (address handles are per GID: b's would serve a QP of its own)
+    verbs::UdConfig c6;
+    c6.gid.family = gid::Family::inet6;
+    ASSERT_EQ(verbs::UdQp::open(c6, pd, fresh), Status::ok);
+    ASSERT_NE(std::memcmp(fresh->address().gid, b->address().gid, 16), 0);
+    iovec m{const_cast<char*>("x"), 1};
+    ASSERT_EQ(a->post_send(1, b->address(), &m, 1), Status::ok);
+
+    const std::string gid_file = "/sys/class/infiniband/rxe0/ports/1/gids/" + std::to_string(index);
+    const std::string before = first_line(gid_file);
+    ASSERT_TRUE(sh("ip addr del 10.77.0.1/32 dev " + ndev + " && ip addr add 10.77.0.2/32 dev " + ndev));
+    const auto end2 = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (first_line(gid_file) == before && std::chrono::steady_clock::now() < end2)
+        usleep(100000);
+    ASSERT_NE(first_line(gid_file), before) << "GID index " << index << " did not change";
+    EXPECT_EQ(a->post_send(2, fresh->address(), &m, 1), Status::unreachable)
+        << "GID index " << index << " now " << first_line(gid_file);
 }
 
 // ud_roce's reliability over two verbs UD QPs of rxe0 (verbs/ud_datagram.hpp): AMs of up to

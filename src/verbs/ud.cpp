@@ -54,6 +54,7 @@ private:
     // class and SL): key = GID bytes + class id.
     using AhKey = std::array<uint8_t, 17>;
     ibv_ah* ah_for(const uint8_t* gid, uint8_t cls);
+    bool gid_still_ours();
     void drain_events();
     // One CQ batch: send completions free slots; receives go to `rx` (in CQ order).
     int poll_cq(Rx* rx, int& nrx);
@@ -88,6 +89,7 @@ private:
     std::vector<uint64_t> slot_wr_id_;
     std::map<AhKey, AhPtr> ahs_;
     std::set<AhKey> ah_failed_;           // destinations whose address handle failed (warned)
+    bool gid_moved_ = false;              // our GID entry changed since init (said once)
     AhKey last_key_{};                    // the last destination and its handle: traffic
     ibv_ah* last_ah_ = nullptr;           // comes in runs to one peer
     std::deque<Completion> comps_;
@@ -240,6 +242,25 @@ uint8_t UdQpImpl::class_id(const gid::TrafficClass& tc) {
     return uint8_t(classes_.size());
 }
 
+// The QP's GID entry is read again before each new address handle: the address may have gone
+// since the QP chose it and its index been reused by another (a DHCP renewal, an address moved
+// between interfaces). Peers know this QP by the GID its address advertises; a datagram from
+// another source would reach none of them as ours, so new destinations are refused, said once.
+// (rc_roce reads its entry per connection.) Handles made before keep what the kernel gives them.
+bool UdQpImpl::gid_still_ours() {
+    if (gid_moved_)
+        return false;
+    ibv_gid now{};
+    if (ibv_query_gid(pd_->ctx(), cfg_.port, gid_.index, &now) == 0 && std::memcmp(now.raw, gid_.gid, 16) == 0)
+        return true;
+    gid_moved_ = true;
+    ROCE_ERROR("verbs: UD QP %u: GID index %d of %s port %u no longer holds %s (now %s): datagrams to new "
+               "destinations are refused (peers know this QP by that address); open the interface again",
+               qp_->qp_num, gid_.index, cfg_.dev_name.c_str(), unsigned(cfg_.port),
+               gid::IpAddr::from_bytes(gid_.gid).str().c_str(), gid::IpAddr::from_bytes(now.raw).str().c_str());
+    return false;
+}
+
 ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
     AhKey k;
     std::memcpy(k.data(), gid, 16);
@@ -248,6 +269,8 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
         return last_ah_;
     auto it = ahs_.find(k);
     if (it == ahs_.end()) {
+        if (!gid_still_ours())
+            return nullptr;
         const gid::TrafficClass& tc = k[16] == 0 ? tc_ : classes_[k[16] - 1u];
         ibv_ah_attr a{};
         a.is_global = 1;
