@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "gid/config.hpp"
+#include "gid/sysroot.hpp"
 #include "rxe_guard.hpp"
 #include "ud/transport.hpp"
 #include "verbs/ud.hpp"
@@ -166,12 +166,8 @@ TEST(VerbsUd, GidPolicyPicksTheEntryAndClass) {
 }
 
 namespace {
-std::string first_line(const std::string& path) {
-    std::ifstream f(path);
-    std::string l;
-    std::getline(f, l);
-    return l;
-}
+// A sysfs file's content ("" if absent).
+std::string sysfs(const std::string& rel) { return gid::SysRoot().read(rel).value_or(""); }
 } // namespace
 
 // The QP's GID entry replaced under it (its address removed, another taking the index, as a
@@ -180,7 +176,7 @@ std::string first_line(const std::string& path) {
 // guest), and puts it back.
 TEST(VerbsUd, ReplacedGidEntryIsRefused) {
     ROCE_NEED_RXE0();
-    const std::string ndev = first_line("/sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0");
+    const std::string ndev = sysfs("sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0");
     ASSERT_FALSE(ndev.empty());
     auto sh = [](const std::string& cmd) { return std::system((cmd + " 2>/dev/null").c_str()) == 0; };
     struct Cleanup {
@@ -211,15 +207,15 @@ TEST(VerbsUd, ReplacedGidEntryIsRefused) {
     iovec m{const_cast<char*>("x"), 1};
     ASSERT_EQ(a->post_send(1, b->address(), &m, 1), Status::ok);
 
-    const std::string gid_file = "/sys/class/infiniband/rxe0/ports/1/gids/" + std::to_string(index);
-    const std::string before = first_line(gid_file);
+    const std::string gid_file = "sys/class/infiniband/rxe0/ports/1/gids/" + std::to_string(index);
+    const std::string before = sysfs(gid_file);
     ASSERT_TRUE(sh("ip addr del 10.77.0.1/32 dev " + ndev + " && ip addr add 10.77.0.2/32 dev " + ndev));
     const auto end2 = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (first_line(gid_file) == before && std::chrono::steady_clock::now() < end2)
+    while (sysfs(gid_file) == before && std::chrono::steady_clock::now() < end2)
         usleep(100000);
-    ASSERT_NE(first_line(gid_file), before) << "GID index " << index << " did not change";
+    ASSERT_NE(sysfs(gid_file), before) << "GID index " << index << " did not change";
     EXPECT_EQ(a->post_send(2, fresh->address(), &m, 1), Status::unreachable)
-        << "GID index " << index << " now " << first_line(gid_file);
+        << "GID index " << index << " now " << sysfs(gid_file);
 }
 
 // ud_roce's reliability over two verbs UD QPs of rxe0 (verbs/ud_datagram.hpp): AMs of up to
