@@ -29,9 +29,6 @@ bool ep_quiet(const Ep* ep) {
 }
 
 bool iface_quiet(const Iface* iface) {
-    if (iface->inflight != 0) {
-        return false;
-    }
     for (const auto& [qpn, ep] : iface->eps) {
         if (!ep_quiet(ep)) {
             return false;
@@ -119,7 +116,6 @@ void ep_handle_completion(Iface* iface, const sw::Completion& c) {
         }
         Ep* ep = it->second;
         ep->inflight -= c.count;   // the device may report a run of them as one
-        iface->inflight -= c.count;
         if (status != UCS_OK) {
             queue_failure(iface, ep,
                           status == UCS_ERR_CANCELED ? UCS_ERR_CONNECTION_RESET : status);
@@ -133,7 +129,6 @@ void ep_handle_completion(Iface* iface, const sw::Completion& c) {
         return;
     }
     --ep->inflight;
-    --iface->inflight;
     finish_op(iface, ep, op, status);
 }
 
@@ -284,6 +279,7 @@ ucs_status_t ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcept {
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     ROCE_UCT_TRY("ep_create", return _exc_status, {
         Iface* iface = to_iface(params->iface);
+        AsyncGuard guard(&iface->super);
         auto ep = std::make_unique<Ep>();
         ucs_status_t status = UCS_CLASS_INIT(uct_base_ep_t, &ep->super, &iface->super);
         if (status != UCS_OK) {
@@ -317,9 +313,9 @@ ucs_status_t ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcept {
 void ep_destroy(uct_ep_h tl_ep) noexcept {
     Ep* ep = to_ep(tl_ep);
     Iface* iface = ep->iface;
+    AsyncGuard guard(&iface->super);
     try {
         iface->eps.erase(ep->qpn);
-        iface->inflight -= ep->inflight;   // their completions will not be counted
         // A failure not reported yet must not reach an ep that reuses the QPN.
         std::erase_if(iface->failures, [ep](const auto& f) { return f.first == ep->qpn; });
         if (!ep->pending.empty()) {
@@ -354,23 +350,21 @@ void ep_destroy(uct_ep_h tl_ep) noexcept {
 }
 
 void ep_destroy_all(Iface* iface) {
+    AsyncGuard guard(&iface->super);
     while (!iface->eps.empty()) {
         ep_destroy(&iface->eps.begin()->second->super.super);
     }
-    // The canceled operations of the destroyed QPs: their ops are orphans now, also those whose
-    // completions event_arm had already taken out of the device.
+    // The canceled operations of the destroyed QPs, also those whose completions event_arm had
+    // already taken out of the device: with every ep gone they are orphans, which
+    // ep_handle_completion frees.
     for (const sw::Completion& c : iface->comp_stash) {
-        if (!(c.wr_id & wr_id_untracked_tag)) {
-            delete reinterpret_cast<Op*>(c.wr_id);
-        }
+        ep_handle_completion(iface, c);
     }
     iface->comp_stash.clear();
     size_t n;
     while ((n = iface->dev->poll_completions(iface->comps.data(), iface->comps.size())) != 0) {
         for (size_t i = 0; i < n; ++i) {
-            if (!(iface->comps[i].wr_id & wr_id_untracked_tag)) {
-                delete reinterpret_cast<Op*>(iface->comps[i].wr_id);
-            }
+            ep_handle_completion(iface, iface->comps[i]);
         }
     }
 }

@@ -57,11 +57,12 @@ inline uint64_t wr_id_for(const Ep* ep, Op* op) {
 // A work request the device accepted: it will report a completion.
 inline void note_posted(Ep* ep) {
     ++ep->inflight;
-    ++ep->iface->inflight;
 }
 
+// Also called from operations, which do not hold the async lock (failures is the interface's).
 inline void queue_failure(Iface* iface, Ep* ep, ucs_status_t status) {
     if (ep->error == UCS_OK) {
+        AsyncGuard guard(&iface->super);
         ep->error = status;
         iface->failures.emplace_back(ep->qpn, status);
     }

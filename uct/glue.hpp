@@ -290,7 +290,6 @@ struct Iface {
     std::unique_ptr<uint8_t[]> scratch;
     std::unordered_map<uint32_t, Ep*> eps;   // by local QPN
     uint64_t next_ep_serial = 1;
-    size_t inflight = 0;                     // sum of the live eps' inflight
     std::vector<uct_completion_t*> flush_waiters;
     std::vector<sw::Completion> comps;       // poll buffer
     std::vector<sw::Completion> comp_stash;  // taken out by event_arm, delivered by progress
@@ -320,6 +319,28 @@ inline void yield_if_idle(IdleYield& y, unsigned events) {
     if (y.should_yield(events, now_ns))
         sched_yield();
 }
+
+// Holds the worker's async lock (recursive) for an entry point. UCX runs handlers registered
+// with UCT_CB_FLAG_ASYNC on another thread under that lock (ud_roce's background thread,
+// UCX's async thread), and UCP's wireup handler creates and destroys endpoints of every
+// transport there; the owner's progress, flush and endpoint life cycle hold it too, as UCX's ud
+// transport does, so the two never touch an interface's endpoint tables at once. Operations
+// on an endpoint do not take it (an endpoint is used by one thread at a time). Lock order:
+// this lock, then the device's or the ud transport's.
+class AsyncGuard {
+public:
+    explicit AsyncGuard(const uct_base_iface_t* iface) : async_(iface->worker->async) {
+        if (async_ != nullptr) UCS_ASYNC_BLOCK(async_);
+    }
+    ~AsyncGuard() {
+        if (async_ != nullptr) UCS_ASYNC_UNBLOCK(async_);
+    }
+    AsyncGuard(const AsyncGuard&) = delete;
+    AsyncGuard& operator=(const AsyncGuard&) = delete;
+
+private:
+    ucs_async_context_t* async_;
+};
 
 inline Iface* to_iface(uct_iface_h h) { return reinterpret_cast<Iface*>(h); }
 inline Ep* to_ep(uct_ep_h h) { return reinterpret_cast<Ep*>(h); }

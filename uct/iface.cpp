@@ -173,9 +173,10 @@ ucs_status_t iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t*
         return UCS_ERR_UNSUPPORTED;
     }
     ROCE_UCT_TRY("iface_flush", return _exc_status, {
-        bool busy = iface->inflight != 0;
+        AsyncGuard guard(&iface->super);
+        bool busy = false;
         for (auto& [qpn, ep] : iface->eps) {
-            busy = busy || ep->amo_inflight != 0 || !ep->pending.empty();
+            busy = busy || ep->inflight != 0 || ep->amo_inflight != 0 || !ep->pending.empty();
         }
         if (!busy) {
             UCT_TL_IFACE_STAT_FLUSH(&iface->super);
@@ -206,6 +207,7 @@ ucs_status_t iface_event_fd_get(uct_iface_h tl_iface, int* fd_p) noexcept {
 ucs_status_t iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
     Iface* iface = to_iface(tl_iface);
     ROCE_UCT_TRY("iface_event_arm", return _exc_status, {
+        AsyncGuard guard(&iface->super);
         if (!iface->comp_stash.empty() || !iface->recv_stash.empty() || !iface->failures.empty() ||
             ep_actionable(iface)) {
             return UCS_ERR_BUSY;
@@ -608,6 +610,7 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
 
 unsigned iface_progress(uct_iface_h tl_iface) noexcept {
     Iface* iface = to_iface(tl_iface);
+    AsyncGuard guard(&iface->super);
     if (iface->in_progress) {
         return 0;   // a callback called progress again: the outer call finishes the work
     }

@@ -106,7 +106,7 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
         UCT_CHECK_PARAM(params->field_mask & UCT_EP_PARAM_FIELD_IFACE,
                         "UCT_EP_PARAM_FIELD_IFACE is not defined");
         UdIface* iface = to_ud_iface(params->iface);
-        AsyncGuard guard(iface);
+        AsyncGuard guard(&iface->super);
         ud::UdAddr addr;
         size_t max_payload = 0;
         ud::ClassAdvert cls{};
@@ -129,7 +129,7 @@ ucs_status_t ud_ep_create(const uct_ep_params_t* params, uct_ep_h* ep_p) noexcep
 
 ucs_status_t ud_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t* addr) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     const UdIfaceAddr ia = pack_iface_addr(*ep->iface->tr);
     std::memcpy(addr, &ia, sizeof(ia));
     return UCS_OK;
@@ -138,7 +138,7 @@ ucs_status_t ud_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t* addr) noexcept {
 ucs_status_t ud_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t* dev_addr,
                                  const uct_ep_addr_t* ep_addr) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_connect_to_ep", return _exc_status, {
         if (ep->connected) {
             ucs_error("ud_roce: ep %p is connected already", ep);
@@ -159,7 +159,7 @@ ucs_status_t ud_ep_connect_to_ep(uct_ep_h tl_ep, const uct_device_addr_t* dev_ad
 void ud_ep_destroy(uct_ep_h tl_ep) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
     UdIface* iface = ep->iface;
-    AsyncGuard guard(iface);
+    AsyncGuard guard(&iface->super);
     try {
         // The transport keeps the peer (its sequence numbers must survive a new endpoint) and
         // finishes delivering what was sent.
@@ -195,7 +195,7 @@ void ud_ep_destroy_all(UdIface* iface) {
 ucs_status_t ud_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const void* payload,
                             unsigned length) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_am_short", return _exc_status, {
         iovec iov[2] = {{&header, sizeof(header)}, {const_cast<void*>(payload), length}};
         const ucs_status_t s = send(ep, id, iov, 2);
@@ -211,7 +211,7 @@ ucs_status_t ud_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header, const v
 ucs_status_t ud_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t* iov,
                                 size_t iovcnt) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_am_short_iov", return _exc_status, {
         iovec v[max_send_iov];
         size_t n = 0, total = 0;
@@ -230,7 +230,7 @@ ucs_status_t ud_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id, const uct_iov_t* iov
 ssize_t ud_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb, void* arg,
                        unsigned flags) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_am_bcopy", return _exc_status, {
         UdIface* iface = ep->iface;
         if (ep->error != UCS_OK || !ep->connected) {
@@ -260,7 +260,7 @@ ucs_status_t ud_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void* header, unsi
                             const uct_iov_t* iov, size_t iovcnt, unsigned flags,
                             uct_completion_t* comp) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_am_zcopy", return _exc_status, {
         iovec v[max_send_iov];
         v[0] = {const_cast<void*>(header), header_length};
@@ -279,7 +279,7 @@ ucs_status_t ud_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void* header, unsi
 
 ucs_status_t ud_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t* req, unsigned) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_pending_add", return _exc_status, {
         if (!ep->connected) {
             return UCS_ERR_NOT_CONNECTED;
@@ -303,7 +303,7 @@ ucs_status_t ud_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t* req, unsigned)
 
 void ud_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void* arg) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     uct_pending_req_t* r = ep->pending_head;
     ep->pending_head = ep->pending_tail = nullptr;
     while (r != nullptr) {
@@ -317,7 +317,7 @@ void ud_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void* 
 
 ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     ROCE_UCT_TRY("ud_ep_flush", return _exc_status, {
         if (ep->error != UCS_OK) {
             return ep->error;
@@ -356,7 +356,7 @@ ucs_status_t ud_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp)
 
 ucs_status_t ud_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp) noexcept {
     UdEp* ep = to_ud_ep(tl_ep);
-    AsyncGuard guard(ep->iface);
+    AsyncGuard guard(&ep->iface->super);
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
     ROCE_UCT_TRY("ud_ep_check", return _exc_status, {
         if (ep->error == UCS_OK && ep->connected) {

@@ -80,24 +80,6 @@ static_assert(std::is_standard_layout_v<UdEp>);
 
 inline UdIface* to_ud_iface(uct_iface_h h) { return reinterpret_cast<UdIface*>(h); }
 
-// Serializes the glue with handlers the background thread runs (UCT_CB_FLAG_ASYNC), as UCX's own
-// ud transport does: every entry point holds the worker's async lock (recursive), and the thread
-// takes it around a handler. Order: this lock, then the transport's.
-class AsyncGuard {
-public:
-    explicit AsyncGuard(const UdIface* iface)
-        : async_(iface->async_callbacks ? iface->super.worker->async : nullptr) {
-        if (async_ != nullptr) UCS_ASYNC_BLOCK(async_);
-    }
-    ~AsyncGuard() {
-        if (async_ != nullptr) UCS_ASYNC_UNBLOCK(async_);
-    }
-    AsyncGuard(const AsyncGuard&) = delete;
-    AsyncGuard& operator=(const AsyncGuard&) = delete;
-
-private:
-    ucs_async_context_t* async_;
-};
 inline UdEp* to_ud_ep(uct_ep_h h) { return reinterpret_cast<UdEp*>(h); }
 
 // ud_ep.cpp

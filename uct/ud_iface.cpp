@@ -125,7 +125,7 @@ unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
     unsigned count = 0;
     {
-        AsyncGuard guard(iface);
+        AsyncGuard guard(&iface->super);
         if (iface->in_progress) {
             return 0;   // an AM handler called progress: the outer call finishes the work
         }
@@ -148,7 +148,7 @@ unsigned ud_iface_progress(uct_iface_h tl_iface) noexcept {
 
 ucs_status_t ud_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t* comp) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
-    AsyncGuard guard(iface);
+    AsyncGuard guard(&iface->super);
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         return UCS_ERR_UNSUPPORTED;
     }
@@ -179,7 +179,7 @@ ucs_status_t ud_iface_event_fd_get(uct_iface_h tl_iface, int* fd_p) noexcept {
 // progress runs those timers faster than the background thread's tick.
 ucs_status_t ud_iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
-    AsyncGuard guard(iface);
+    AsyncGuard guard(&iface->super);
     ROCE_UCT_TRY("ud_iface_event_arm", return _exc_status, {
         if (!iface->failures.empty() || !iface->waiting.empty() || !iface->flush_waiters.empty() ||
             iface->tr->busy() || iface->tr->has_deferred()) {

@@ -15,6 +15,8 @@
  *   uct_selftest badinput unknown device and memory domain, malformed peer address, foreign
  *                        rkey, wrong rkey, out-of-bounds WRITE/READ: each a clear error, the
  *                        target memory unchanged, the process alive
+ *   uct_selftest churn   endpoints created and destroyed on UCX's async thread (as UCP's wireup
+ *                        does) while the owner sends AMs on another one: all arrive, in order
  *   uct_selftest ep2ep   (ud_roce) CONNECT_TO_EP: endpoints created without an address, connected
  *                        with each other's endpoint address, AMs both ways; an unconnected
  *                        endpoint refuses to send; then AM short/bcopy/zcopy on CONNECT_TO_IFACE
@@ -26,6 +28,8 @@
 #include <ucs/async/async_fwd.h>
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -143,6 +147,13 @@ static void flush_ep(ctx_t *c)
     }
 }
 
+/* ASYNC=mutex: the async context UCP makes with UCX_USE_MT_MUTEX=y (no try-lock) */
+static ucs_async_mode_t async_mode(void)
+{
+    const char *am = getenv("ASYNC");
+    return am && !strcmp(am, "mutex") ? UCS_ASYNC_MODE_THREAD_MUTEX : UCS_ASYNC_MODE_THREAD_SPINLOCK;
+}
+
 static void open_all(ctx_t *c, int with_err_handler, int close_receiver_first)
 {
     uct_component_h *comps;
@@ -162,11 +173,7 @@ static void open_all(ctx_t *c, int with_err_handler, int close_receiver_first)
     }
     MUST(uct_md_config_read(c->cmp, NULL, NULL, &c->md_config));
     MUST(uct_md_open(c->cmp, getenv("MD") ? getenv("MD") : "roce", c->md_config, &c->md));
-    /* ASYNC=mutex: the async context UCP makes with UCX_USE_MT_MUTEX=y (no try-lock) */
-    const char *am = getenv("ASYNC");
-    MUST(ucs_async_context_create(am && !strcmp(am, "mutex") ? UCS_ASYNC_MODE_THREAD_MUTEX
-                                                             : UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                  &c->async));
+    MUST(ucs_async_context_create(async_mode(), &c->async));
     MUST(uct_worker_create(c->async, UCS_THREAD_MODE_SINGLE, &c->worker));
     const char *tl = getenv("TL") ? getenv("TL") : "rc_roce";
     MUST(uct_md_iface_config_read(c->md, tl, NULL, NULL, &c->iface_config));
@@ -547,6 +554,106 @@ static int test_flushpend(void)
     return g_failures;
 }
 
+/* UCP's wireup creates and destroys endpoints from UCX's async thread, holding the async lock,
+ * while the owner sends and progresses without it. Endpoints to a peer must come and go beside
+ * traffic on another endpoint without losing, repeating or reordering any of it, and the
+ * interface must still flush. The churn is an event handler of the worker's async context: it
+ * runs on UCX's async thread, or on the owner (missed events) when the thread found the lock
+ * taken, as UCP's handlers do. */
+typedef struct {
+    int fd;
+    uct_ep_params_t params;
+    uint8_t dev_addr[64], iface_addr[64];
+    int created, failed;
+} churn_t;
+
+static void churn_cb(int id, ucs_event_set_types_t events, void *arg)
+{
+    churn_t *ch = arg;
+    uint64_t v;
+    if (read(ch->fd, &v, sizeof(v)) != sizeof(v)) {
+        return;   /* another call took the event */
+    }
+    uct_ep_h eps[2];
+    int n = 0;
+    for (; n < 2; ++n) {
+        ucs_status_t s = uct_ep_create(&ch->params, &eps[n]);
+        if (s != UCS_OK) {
+            printf("churn: ep_create: %s\n", ucs_status_string(s));
+            ++ch->failed;
+            break;
+        }
+    }
+    ch->created += n;
+    for (int i = 0; i < n; ++i) {
+        uct_ep_destroy(eps[i]);
+    }
+}
+
+static uint64_t g_seq_next;
+static int g_seq_bad;
+static ucs_status_t seq_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    uint64_t seq;
+    memcpy(&seq, data, sizeof(seq));   /* the AM's header */
+    if (seq != g_seq_next && g_seq_bad++ < 5) {
+        printf("AM %lu received, %lu expected\n", (unsigned long)seq, (unsigned long)g_seq_next);
+    }
+    g_seq_next = seq + 1;
+    return UCS_OK;
+}
+
+static int test_churn(void)
+{
+    ctx_t c;
+    open_all(&c, 0, 0);
+    MUST(uct_iface_set_am_handler(c.receiver, 6, seq_handler, NULL, 0));
+    static churn_t ch;
+    MUST(uct_iface_get_device_address(c.receiver, (uct_device_addr_t*)ch.dev_addr));
+    MUST(uct_iface_get_address(c.receiver, (uct_iface_addr_t*)ch.iface_addr));
+    ch.params = (uct_ep_params_t){
+        .field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                      UCT_EP_PARAM_FIELD_IFACE_ADDR,
+        .iface      = c.sender,
+        .dev_addr   = (uct_device_addr_t*)ch.dev_addr,
+        .iface_addr = (uct_iface_addr_t*)ch.iface_addr,
+    };
+    ch.fd = eventfd(0, EFD_NONBLOCK);
+    MUST(ch.fd >= 0 ? UCS_OK : UCS_ERR_IO_ERROR);
+    MUST(ucs_async_set_event_handler(async_mode(), ch.fd, UCS_EVENT_SET_EVREAD, churn_cb, &ch,
+                                     c.async));
+    uint64_t sent = 0;
+    double t0 = now_sec();
+    while (now_sec() - t0 < 4) {
+        while (uct_ep_am_short(c.ep, 6, sent, NULL, 0) == UCS_OK) {
+            ++sent;
+        }
+        progress(&c);
+        __ucs_async_poll_missed(c.async);   /* as ucp_worker_progress does */
+        const uint64_t one = 1;   /* the next churn round */
+        CHECK(write(ch.fd, &one, sizeof(one)) == sizeof(one), "eventfd write");
+    }
+    MUST(ucs_async_remove_handler(ch.fd, 1));
+    close(ch.fd);
+    t0 = now_sec();
+    while (g_seq_next < sent && now_sec() - t0 < 10) {
+        progress(&c);
+    }
+    ucs_status_t s;
+    while ((s = uct_iface_flush(c.sender, 0, NULL)) != UCS_OK && now_sec() - t0 < 20) {
+        progress(&c);
+    }
+    printf("%d endpoints created and destroyed beside %lu AMs; %lu received, %d out of order; "
+           "iface flush %s\n", ch.created, (unsigned long)sent, (unsigned long)g_seq_next,
+           g_seq_bad, ucs_status_string(s));
+    CHECK(ch.created >= 80 && ch.failed == 0, "churn: %d created, %d failed", ch.created, ch.failed);
+    CHECK(sent > 0 && g_seq_next == sent && g_seq_bad == 0, "AMs: %lu of %lu, %d out of order",
+          (unsigned long)g_seq_next, (unsigned long)sent, g_seq_bad);
+    CHECK(s == UCS_OK, "iface flush after the churn: %s", ucs_status_string(s));
+    close_all(&c);
+    return g_failures;
+}
+
 static int test_events(void)
 {
     ctx_t c;
@@ -888,8 +995,10 @@ int main(int argc, char **argv)
         failures = test_ep2ep();
     } else if (!strcmp(mode, "rcache")) {
         failures = test_rcache();
+    } else if (!strcmp(mode, "churn")) {
+        failures = test_churn();
     } else {
-        printf("usage: %s basic|failure|flushfail|flushpend|events|badinput|ep2ep|rcache\n", argv[0]);
+        printf("usage: %s basic|failure|flushfail|flushpend|events|badinput|ep2ep|rcache|churn\n", argv[0]);
         return 2;
     }
     printf("%s: %s\n", mode, failures ? "FAILED" : "passed");
