@@ -1,6 +1,7 @@
 // Connection manager over QP1 (see cm.hpp for the message format and handshake).
 #include "sw/cm.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -247,9 +248,8 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
         // most, 2^22 packets of 256 bytes); a device user's WR fails, and the QP with it.
         bool too_long = false;
         for (Wr& w : qp->sq) {
-            if (w.op == OpKind::send || w.op == OpKind::write || w.op == OpKind::read)
-                w.npkts = w.len == 0 ? 1 : uint32_t((w.len + qp->mtu - 1) / qp->mtu);
-            too_long = too_long || w.npkts > max_wr_packets;
+            too_long = too_long || w.packets(qp->mtu) > max_wr_packets;
+            w.npkts = uint32_t(std::min<uint64_t>(w.packets(qp->mtu), max_wr_packets));
         }
         if (too_long) {
             ROCE_ERROR("qp 0x%x: a work request posted while connecting needs more than %u packets "

@@ -45,6 +45,13 @@ struct Wr {
         return op == OpKind::read || op == OpKind::fetch_add || op == OpKind::cmp_swap;
     }
     uint32_t last_psn() const { return wire::psn_add(first_psn, npkts - 1); }
+    // PSNs it takes at path MTU `mtu` (atomics: one; an empty SEND/WRITE/READ: one). Wider
+    // than npkts: a caller checks it against max_wr_packets before storing it.
+    uint64_t packets(uint32_t mtu) const {
+        if (op != OpKind::send && op != OpKind::write && op != OpKind::read)
+            return 1;
+        return len == 0 ? 1 : (uint64_t(len) + mtu - 1) / mtu;
+    }
 };
 
 // A READ/atomic request the responder executed, kept to answer duplicates: a duplicate atomic

@@ -28,12 +28,9 @@ Status DeviceImpl::post_wr(uint32_t qpn, Wr&& w) {
         return Status::canceled;
     if (qp->sq.size() >= cfg_.sq_depth)
         return Status::no_resource;
-    if (w.op == OpKind::send || w.op == OpKind::write || w.op == OpKind::read)
-        w.npkts = w.len == 0 ? 1 : uint32_t((w.len + qp->mtu - 1) / qp->mtu);
-    else
-        w.npkts = 1;
-    if (w.npkts > max_wr_packets)
+    if (w.packets(qp->mtu) > max_wr_packets)
         return Status::invalid_param;
+    w.npkts = uint32_t(w.packets(qp->mtu));
     qp->sq.push_back(std::move(w));
     if (qp->state == QpState::rts) {
         const uint64_t now = now_ns();

@@ -100,12 +100,20 @@ Header frag(uint32_t psn, uint8_t flags) { return Header{PktType::data, flags, 1
 // fragments of an AM under way are always taken, so the AMs under way always complete. Before,
 // unfinished AMs were not counted at all: every peer - and a source QP number is only a header
 // field - could keep up to SEG_SIZE.
-TEST(UdReceiver, ReassemblyReservesItsShareOfThePool) {
-    ReceiverConfig cfg;
-    cfg.max_msg = 1000;
+// Receivers sharing one reassembly pool, AMs of up to 1000 bytes.
+struct UdReceiverPool : ::testing::Test {
+    ReceiverConfig cfg = [] {
+        ReceiverConfig c;
+        c.max_msg = 1000;
+        return c;
+    }();
     HoldBudget budget;
-    budget.reasm_limit = 2000;
     Delivered got;
+    void room_for(size_t ams) { budget.reasm_limit = ams * cfg.max_msg; }
+};
+
+TEST_F(UdReceiverPool, ReassemblyReservesItsShareOfThePool) {
+    room_for(2);
     const std::vector<uint8_t> part(400, 9);
     Receiver r1(cfg, &budget), r2(cfg, &budget), r3(cfg, &budget);
     r1.receive(frag(0, flag_first), part.data(), part.size(), 0, got);
@@ -136,12 +144,8 @@ TEST(UdReceiver, ReassemblyReservesItsShareOfThePool) {
 
 // A held first fragment the pool has no room for stops the drain of held packets; it is taken
 // when it comes again, replacing the held copy (whose charge goes back), and the rest drains.
-TEST(UdReceiver, HeldFirstFragmentWaitsForARoom) {
-    ReceiverConfig cfg;
-    cfg.max_msg = 1000;
-    HoldBudget budget;
-    budget.reasm_limit = 1000;
-    Delivered got;
+TEST_F(UdReceiverPool, HeldFirstFragmentWaitsForARoom) {
+    room_for(1);
     const std::vector<uint8_t> part(300, 5);
     Receiver busy(cfg, &budget), r(cfg, &budget);
     busy.receive(frag(0, flag_first), part.data(), part.size(), 0, got);   // takes the pool

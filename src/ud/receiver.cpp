@@ -53,13 +53,14 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         ack_now_ = true;
         return;
     }
+    if (ooo_.empty()) {
+        consume(h, payload, len, deliver);   // the common case: nothing held
+        return;
+    }
     if (auto it = ooo_.find(h.psn); it != ooo_.end()) {
         // A copy held since the drain below stopped at it (no reservation then): this one
         // replaces it.
-        if (budget_) {
-            budget_->used -= charge(it->second.payload.size());
-        }
-        ooo_.erase(it);
+        unhold(it);
     }
     consume(h, payload, len, deliver);
     while (!ooo_.empty()) {
@@ -67,13 +68,18 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         if (it == ooo_.end() || !reasm_room(it->second.h)) {
             break;   // (a held first fragment without a reservation waits for its retransmission)
         }
-        Held held = std::move(it->second);
-        ooo_.erase(it);
-        if (budget_) {
-            budget_->used -= charge(held.payload.size());
-        }
+        Held held = unhold(it);
         consume(held.h, held.payload.data(), held.payload.size(), deliver);
     }
+}
+
+Receiver::Held Receiver::unhold(std::unordered_map<uint32_t, Held>::iterator it) {
+    Held held = std::move(it->second);
+    ooo_.erase(it);
+    if (budget_) {
+        budget_->used -= charge(held.payload.size());
+    }
+    return held;
 }
 
 // An AM above our limit is dropped (and acknowledged: the sequence goes on). A legitimate peer

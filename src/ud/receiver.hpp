@@ -91,6 +91,8 @@ private:
     uint32_t sack_bits() const;
 
     static size_t charge(size_t len) { return len + HoldBudget::per_packet; }
+    // Takes a held packet out, its bytes back to the budget.
+    Held unhold(std::unordered_map<uint32_t, Held>::iterator it);
     // Whether an in-order packet may be consumed now: one that starts a fragmented AM needs a
     // reassembly reservation.
     bool reasm_room(const Header& h) const;
