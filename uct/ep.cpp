@@ -136,15 +136,16 @@ void ep_handle_completion(Iface* iface, const sw::Completion& c) {
 void ep_progress_waiting(Iface* iface, unsigned& count) {
     if (iface->attention) {
         bool again = false;
-        std::vector<uint32_t> qpns;
-        qpns.reserve(iface->eps.size());
+        // By QPN and serial: a callback may destroy an ep and create another on its QPN.
+        std::vector<std::pair<uint32_t, uint64_t>> live;
+        live.reserve(iface->eps.size());
         for (auto& [qpn, ep] : iface->eps) {
-            qpns.push_back(qpn);
+            live.emplace_back(qpn, ep->serial);
         }
-        for (uint32_t qpn : qpns) {
+        for (auto [qpn, serial] : live) {
             auto find = [&]() -> Ep* {
                 auto it = iface->eps.find(qpn);
-                return it == iface->eps.end() ? nullptr : it->second;
+                return it == iface->eps.end() || it->second->serial != serial ? nullptr : it->second;
             };
             Ep* ep = find();
             if (ep == nullptr) {
@@ -453,7 +454,11 @@ ucs_status_t ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp) no
         if (s == Status::ok || s == Status::in_progress) {
             note_posted(ep);
             link_op(ep, op.release());
-        }   // no_resource: operations in flight detect a dead peer the same way
+        } else if (s != Status::no_resource) {
+            // The QP failed after the check above (the device's thread found it): reported as
+            // for any operation. no_resource: operations in flight detect a dead peer the same way.
+            posted(ep, s);
+        }
         return UCS_OK;
     })
 }

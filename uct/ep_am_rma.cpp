@@ -123,7 +123,7 @@ ssize_t ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb, voi
         if (status != UCS_OK) {
             return status;
         }
-        uint8_t* buf = iface->scratch.get();
+        uint8_t* buf = pack_buffer(iface->max_msg + 64);
         buf[0] = id;
         size_t length = pack_cb(buf + 1, arg);
         UCT_CHECK_LENGTH(length, 0, iface->max_msg - 1, "am_bcopy");
@@ -188,7 +188,7 @@ ssize_t ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void* arg, uin
         if (status != UCS_OK) {
             return status;
         }
-        uint8_t* buf = iface->scratch.get();
+        uint8_t* buf = pack_buffer(iface->bcopy_size + 64);
         size_t length = pack_cb(buf, arg);
         UCT_CHECK_LENGTH(length, 0, iface->bcopy_size, "put_bcopy");
         if (length == 0) {

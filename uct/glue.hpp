@@ -31,6 +31,7 @@ extern "C" {
 #include <new>
 #include <optional>
 #include <string>
+#include <atomic>
 #include <unordered_map>
 #include <vector>
 
@@ -286,8 +287,7 @@ struct Iface {
     unsigned mtu = 0;
     unsigned sq_depth = 0;
     size_t max_msg = 0;              // max_recv_msg: one SEND message (am_id + header + data)
-    size_t bcopy_size = 0;           // scratch buffer size (PUT bcopy)
-    std::unique_ptr<uint8_t[]> scratch;
+    size_t bcopy_size = 0;           // PUT bcopy limit
     std::unordered_map<uint32_t, Ep*> eps;   // by local QPN
     uint64_t next_ep_serial = 1;
     std::vector<uct_completion_t*> flush_waiters;
@@ -296,7 +296,9 @@ struct Iface {
     std::vector<StashedMessage> recv_stash;
     // ep failures to report (by QPN: the handler may destroy the ep) at the end of progress
     std::vector<std::pair<uint32_t, ucs_status_t>> failures;
-    bool attention = false;          // some ep has pending requests, flush waiters, CAS retries
+    // Some ep has pending requests, flush waiters, CAS retries. Atomic: operations set it
+    // without the async lock, and two threads may operate on different eps.
+    std::atomic<bool> attention{false};
     bool in_progress = false;
     IdleYield idle_yield;            // UCX_RC_ROCE_IDLE_YIELD
     StatsFile stats;                 // UCX_RC_ROCE_STATS_DIR
@@ -341,6 +343,18 @@ public:
 private:
     ucs_async_context_t* async_;
 };
+
+// A buffer of at least `size` bytes, this thread's own: bcopy operations pack into it and the
+// device copies it out before they return. Per thread, not per interface: two threads may send
+// on different endpoints of one interface at once (UCP sends wireup messages from the async
+// thread while the owner sends).
+inline uint8_t* pack_buffer(size_t size) {
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < size) {
+        buf.resize(size);
+    }
+    return buf.data();
+}
 
 inline Iface* to_iface(uct_iface_h h) { return reinterpret_cast<Iface*>(h); }
 inline Ep* to_ep(uct_ep_h h) { return reinterpret_cast<Ep*>(h); }

@@ -334,6 +334,9 @@ void write_stats(Iface* iface) {
 
 void iface_close(uct_iface_h tl_iface) noexcept {
     Iface* iface = to_iface(tl_iface);
+    // Held throughout (it outlives the interface: the async context is the worker's), so that
+    // an async handler cannot create an endpoint on an interface going away.
+    AsyncGuard guard(&iface->super);
     try {
         uct_base_iface_progress_disable(tl_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
         if (!iface->eps.empty()) {
@@ -590,7 +593,6 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
             }
             iface->port = iface->dev->address().port;
             iface->bcopy_size = iface->max_msg;
-            iface->scratch.reset(new uint8_t[iface->bcopy_size + 64]);
             iface->comps.resize(64);
             iface->stats.open(config.stats_dir, tl_name, iface->dev_name, iface->port);
             if (iface->stats.enabled()) {
@@ -610,22 +612,24 @@ ucs_status_t iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_par
 
 unsigned iface_progress(uct_iface_h tl_iface) noexcept {
     Iface* iface = to_iface(tl_iface);
-    AsyncGuard guard(&iface->super);
-    if (iface->in_progress) {
-        return 0;   // a callback called progress again: the outer call finishes the work
-    }
-    iface->in_progress = true;
     unsigned count = 0;
-    try {
-        count = drain(iface);
-        yield_if_idle(iface->idle_yield, count);
-        if (iface->stats.due()) {
-            write_stats(iface);
+    {
+        AsyncGuard guard(&iface->super);
+        if (iface->in_progress) {
+            return 0;   // a callback called progress again: the outer call finishes the work
         }
-    } catch (...) {
-        exception_status("iface_progress");
+        iface->in_progress = true;
+        try {
+            count = drain(iface);
+            if (iface->stats.due()) {
+                write_stats(iface);
+            }
+        } catch (...) {
+            exception_status("iface_progress");
+        }
+        iface->in_progress = false;
     }
-    iface->in_progress = false;
+    yield_if_idle(iface->idle_yield, count);   // not holding the async lock
     return count;
 }
 

@@ -196,6 +196,9 @@ ucs_status_t ud_iface_event_arm(uct_iface_h tl_iface, unsigned) noexcept {
 
 void ud_iface_close(uct_iface_h tl_iface) noexcept {
     UdIface* iface = to_ud_iface(tl_iface);
+    // Held throughout, as rc_roce's iface_close does; the background thread only try-locks it,
+    // so joining it here cannot deadlock.
+    AsyncGuard guard(&iface->super);
     try {
         uct_base_iface_progress_disable(tl_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
         ud_ep_destroy_all(iface);

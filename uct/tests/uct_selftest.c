@@ -559,13 +559,43 @@ static int test_flushpend(void)
  * traffic on another endpoint without losing, repeating or reordering any of it, and the
  * interface must still flush. The churn is an event handler of the worker's async context: it
  * runs on UCX's async thread, or on the owner (missed events) when the thread found the lock
- * taken, as UCP's handlers do. */
+ * taken, as UCP's handlers do. It also sends a bcopy AM (bytes 0xa1) on an endpoint of its own
+ * while the owner sends others (0xb2): each must arrive whole, not mixed with the other. */
 typedef struct {
     int fd;
     uct_ep_params_t params;
     uint8_t dev_addr[64], iface_addr[64];
     int created, failed;
+    uct_ep_h ep;      /* the handler's own endpoint */
+    int sent;         /* bcopy AMs the handler sent */
 } churn_t;
+
+static size_t pack_a1(void *dst, void *arg)
+{
+    memset(dst, 0xa1, 2000);
+    return 2000;
+}
+
+static size_t pack_b2(void *dst, void *arg)
+{
+    memset(dst, 0xb2, 2000);
+    return 2000;
+}
+
+static int g_pattern_msgs, g_pattern_bad;
+static ucs_status_t pattern_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    const uint8_t *p = data;
+    size_t mixed = 0;
+    for (size_t i = 0; i < length; ++i) {
+        mixed += p[i] != p[0];
+    }
+    if ((length != 2000 || mixed != 0 || (p[0] != 0xa1 && p[0] != 0xb2)) && g_pattern_bad++ < 5) {
+        printf("bcopy AM of %zu bytes, first 0x%02x, %zu bytes differ from it\n", length, p[0], mixed);
+    }
+    ++g_pattern_msgs;
+    return UCS_OK;
+}
 
 static void churn_cb(int id, ucs_event_set_types_t events, void *arg)
 {
@@ -588,6 +618,7 @@ static void churn_cb(int id, ucs_event_set_types_t events, void *arg)
     for (int i = 0; i < n; ++i) {
         uct_ep_destroy(eps[i]);
     }
+    ch->sent += uct_ep_am_bcopy(ch->ep, 7, pack_a1, NULL, 0) == 2000;
 }
 
 static uint64_t g_seq_next;
@@ -608,6 +639,7 @@ static int test_churn(void)
     ctx_t c;
     open_all(&c, 0, 0);
     MUST(uct_iface_set_am_handler(c.receiver, 6, seq_handler, NULL, 0));
+    MUST(uct_iface_set_am_handler(c.receiver, 7, pattern_handler, NULL, 0));
     static churn_t ch;
     MUST(uct_iface_get_device_address(c.receiver, (uct_device_addr_t*)ch.dev_addr));
     MUST(uct_iface_get_address(c.receiver, (uct_iface_addr_t*)ch.iface_addr));
@@ -618,15 +650,20 @@ static int test_churn(void)
         .dev_addr   = (uct_device_addr_t*)ch.dev_addr,
         .iface_addr = (uct_iface_addr_t*)ch.iface_addr,
     };
+    MUST(uct_ep_create(&ch.params, &ch.ep));
     ch.fd = eventfd(0, EFD_NONBLOCK);
     MUST(ch.fd >= 0 ? UCS_OK : UCS_ERR_IO_ERROR);
     MUST(ucs_async_set_event_handler(async_mode(), ch.fd, UCS_EVENT_SET_EVREAD, churn_cb, &ch,
                                      c.async));
     uint64_t sent = 0;
+    int sent_b2 = 0;
     double t0 = now_sec();
     while (now_sec() - t0 < 4) {
         while (uct_ep_am_short(c.ep, 6, sent, NULL, 0) == UCS_OK) {
             ++sent;
+            if (uct_ep_am_bcopy(c.ep, 7, pack_b2, NULL, 0) == 2000) {
+                ++sent_b2;
+            }
         }
         progress(&c);
         __ucs_async_poll_missed(c.async);   /* as ucp_worker_progress does */
@@ -636,7 +673,7 @@ static int test_churn(void)
     MUST(ucs_async_remove_handler(ch.fd, 1));
     close(ch.fd);
     t0 = now_sec();
-    while (g_seq_next < sent && now_sec() - t0 < 10) {
+    while ((g_seq_next < sent || g_pattern_msgs < ch.sent + sent_b2) && now_sec() - t0 < 10) {
         progress(&c);
     }
     ucs_status_t s;
@@ -650,6 +687,13 @@ static int test_churn(void)
     CHECK(sent > 0 && g_seq_next == sent && g_seq_bad == 0, "AMs: %lu of %lu, %d out of order",
           (unsigned long)g_seq_next, (unsigned long)sent, g_seq_bad);
     CHECK(s == UCS_OK, "iface flush after the churn: %s", ucs_status_string(s));
+    printf("bcopy AMs: %d from the handler, %d from the owner; %d received, %d mixed\n", ch.sent,
+           sent_b2, g_pattern_msgs, g_pattern_bad);
+    CHECK(ch.sent > 0 && sent_b2 > 0, "bcopy AMs sent: %d by the handler, %d by the owner", ch.sent,
+          sent_b2);
+    CHECK(g_pattern_msgs == ch.sent + sent_b2 && g_pattern_bad == 0,
+          "bcopy AMs: %d of %d received, %d mixed", g_pattern_msgs, ch.sent + sent_b2, g_pattern_bad);
+    uct_ep_destroy(ch.ep);
     close_all(&c);
     return g_failures;
 }
