@@ -520,6 +520,58 @@ TEST_F(VerbsRxe, ConnectionRequestFloodIsBounded) {
         EXPECT_EQ(a->destroy_qp(q), Status::ok);
 }
 
+// A requester that gave up (its deadline passed while the peer was busy) answers the late REP
+// with REJ, and the peer frees the passive QP it made for it at once. Before, the REP went
+// unanswered: the peer's CM reported its retries running out as UNREACHABLE, which freed
+// nothing, so any requester that never finishes a handshake pinned a passive QP for good.
+TEST_F(VerbsRxe, LateConnectionResponseIsRejected) {
+    verbs::DeviceConfig quick;
+    quick.connect_timeout_ms = 400;
+    std::unique_ptr<verbs::Device> late;
+    ASSERT_EQ(verbs::Device::open(quick, pd, late), Status::ok);
+    const uint32_t q = connect();
+    uint8_t x[8] = {};
+    iovec iov{x, sizeof(x)};
+    ASSERT_EQ(a->post_send(q, 1, &iov, 1), Status::ok);
+    // Only a progresses: the message waits in b for the receive below.
+    const auto end = Clock::now() + std::chrono::seconds(20);
+    Completion c[4];
+    size_t sent = 0;
+    while (sent == 0 && Clock::now() < end) {
+        a->progress();
+        sent = a->poll_completions(c, 4);
+    }
+    ASSERT_EQ(sent, 1u);
+    const verbs::DeviceStats before = b->stats();
+    uint32_t ql = 0;
+    ASSERT_EQ(late->create_qp(ql), Status::ok);
+    Status connected = Status::io_error;
+    size_t got = 0;
+    while (got == 0 && Clock::now() < end) {
+        b->progress();
+        got = b->poll_recv([&](const RecvMessage&) {
+            // b's lock is held here: its CM thread waits with the request until we return.
+            connected = late->connect_qp(ql, b->address());
+            const auto t = Clock::now() + std::chrono::seconds(5);
+            while (late->qp_state(ql) == verbs::QpState::connecting && Clock::now() < t)
+                usleep(1000);
+            usleep(200000);
+        }, 1);
+    }
+    ASSERT_EQ(got, 1u);
+    ASSERT_EQ(connected, Status::ok);
+    ASSERT_EQ(late->qp_state(ql), verbs::QpState::error) << "the requester did not give up";
+    ASSERT_TRUE(wait([&] { return b->stats().cm_accepted > before.cm_accepted; }, 10))
+            << "the request never reached b";
+    const auto t0 = Clock::now();
+    EXPECT_TRUE(wait([&] { late->progress(); return b->stats().passive_freed > before.passive_freed; }, 10))
+            << "b keeps the passive QP of a requester that gave up";
+    std::printf("  passive QP freed %.3f s after its REP\n",
+                std::chrono::duration<double>(Clock::now() - t0).count());
+    EXPECT_EQ(late->destroy_qp(ql), Status::ok);
+    EXPECT_EQ(a->destroy_qp(q), Status::ok);
+}
+
 // Figures (printed as rxe-result lines; the guest script records them). Under TCG only the
 // comparison with other transports in the same guest run means anything.
 TEST_F(VerbsRxe, Figures) {

@@ -18,9 +18,10 @@
 // Passive side (CONNECT_REQUEST): a QP is created for the request, taken to RTS with the class
 // negotiated from the REQ's advert and accepted (REP with our advert, so the active side computes
 // the same class); it is ready when REP is sent. Duplicate REQs are answered by the kernel's CM (the same
-// REP again, no new event); a late REQ (its active side gave up) ends in CONNECT_ERROR when the
-// RTU never comes (or REJECTED when the active side's destroy answers our REP with REJ), and the
-// QP is freed; a DREQ (the peer destroyed its QP) frees it too.
+// REP again, no new event); a late REQ (its active side gave up) ends in REJECTED (our requester
+// answers a REP that comes after its deadline with REJ) or, when the RTU never comes, in
+// UNREACHABLE (the kernel's CM: IB_CM_REP_ERROR, -ETIMEDOUT) or CONNECT_ERROR, and the QP is
+// freed; a DREQ (the peer destroyed its QP) frees it too.
 // An active QP whose peer disconnects goes to error (posted WRs flush as canceled) and stays until
 // destroy_qp.
 //
@@ -201,8 +202,8 @@ Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
     VQp* q = find_qp(qpn);
     if (!q || q->state != QpState::reset)
         return Status::invalid_param;
-    if (peer.port == 0)
-        return Status::invalid_param;
+    if (peer.port == 0 || (peer.family != AF_INET && peer.family != AF_INET6))
+        return Status::invalid_param;   // (family 0 would read as IPv6 ::, which reaches ourselves)
     // Our entry towards this peer: the one that reaches it (route / subnet, per the settings).
     GidChoice src_gid;
     std::string err;
@@ -354,6 +355,14 @@ void DeviceImpl::cm_fail_connect(VQp& q, Status st, const char* why) {
     notify();
 }
 
+void DeviceImpl::free_passive(VQp& q) {
+    const uint32_t qpn = q.qpn;
+    release_qp(q, Status::canceled);
+    erase_qp(qpn);
+    ++st_.passive_freed;
+    notify();
+}
+
 void DeviceImpl::cm_deadlines() {
     const uint64_t now = now_ns();
     for (auto& [k, q] : qps_) {
@@ -471,8 +480,12 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
         return;
     }
     case RDMA_CM_EVENT_CONNECT_RESPONSE:
-        if (q->state != QpState::connecting)
-            return;   // gave up meanwhile: no RTU, the peer's passive QP times out
+        if (q->state != QpState::connecting) {
+            // Gave up meanwhile (deadline): REJ, so that the peer frees the passive QP it made
+            // for us now rather than when its REP's retries run out.
+            rdma_reject(id, nullptr, 0);
+            return;
+        }
         q->tc = negotiate_tc(priv, priv_len);
         q->peer_mtu = peer_mtu(priv, priv_len);
         if (!cm_modify(*q, id, IBV_QPS_RTR) || !cm_modify(*q, id, IBV_QPS_RTS)) {
@@ -505,6 +518,12 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
         cm_fail_connect(*q, err, "route resolution failed");
         return;
     case RDMA_CM_EVENT_UNREACHABLE:
+        if (q->passive) {
+            // Our REP was never answered (the kernel's CM reports its retries running out so): a
+            // requester that gave up, or one that never meant to finish.
+            free_passive(*q);
+            return;
+        }
         cm_fail_connect(*q, err, status == -ETIMEDOUT ? "no answer to the connection request" : "unreachable");
         return;
     case RDMA_CM_EVENT_REJECTED:
@@ -526,11 +545,7 @@ void DeviceImpl::cm_handle(int type, int status, uint64_t token, rdma_cm_id* id,
             ++st_.cm_disconnects;
         if (q->passive) {
             // Our peer destroyed its QP, or never completed the handshake (late request).
-            const uint32_t qpn = q->qpn;
-            release_qp(*q, Status::canceled);
-            erase_qp(qpn);
-            ++st_.passive_freed;
-            notify();
+            free_passive(*q);
             return;
         }
         if (q->state == QpState::connecting) {

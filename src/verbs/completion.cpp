@@ -221,6 +221,8 @@ unsigned DeviceImpl::progress_locked() {
     for (size_t i = 0; i < tails_.size();) {
         VQp* q = find_qp(tails_[i]);
         if (!q || q->unsignaled_run == 0 || q->state != QpState::rts) {
+            if (q)
+                q->in_tails = false;
             tails_[i] = tails_.back();
             tails_.pop_back();
             continue;
@@ -243,6 +245,7 @@ unsigned DeviceImpl::progress_locked() {
         }
         reclaim_tail(*q);
         if (q->unsignaled_run == 0) {
+            q->in_tails = false;
             tails_[i] = tails_.back();
             tails_.pop_back();
         } else {

@@ -299,8 +299,9 @@ Status DeviceImpl::new_ibv_qp(VQp& q) {
     a.cap.max_inline_data = cfg_.max_inline;
     ibv_qp* qp = create_qp_inline_or_not(pd_->pd(), a);
     if (!qp) {
-        ROCE_ERROR("verbs: %s: ibv_create_qp failed: %s", cfg_.dev_name.c_str(), std::strerror(errno));
-        return errno == ENOMEM ? Status::no_resource : Status::io_error;
+        const int err = errno;   // (before the log line can change it)
+        ROCE_ERROR("verbs: %s: ibv_create_qp failed: %s", cfg_.dev_name.c_str(), std::strerror(err));
+        return err == ENOMEM ? Status::no_resource : Status::io_error;
     }
     q.qp.reset(qp);
     q.qpn = qp->qp_num;

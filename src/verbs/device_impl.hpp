@@ -202,6 +202,7 @@ struct VQp {
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
     uint64_t next_seq = 1;
     uint32_t unsignaled_run = 0; // posted unsignaled WRs after the last signaled one
+    bool in_tails = false;       // listed in tails_
     bool lazy_tail = false;      // ... and all of them are lazy (wr_id_lazy): nobody waits for them
     bool lazy_wanted = false;    // complete_lazy() was called; cleared when the QP has drained
     uint32_t signaled_inflight = 0;   // posted signaled WRs not completed yet
@@ -350,6 +351,7 @@ public:
     uint8_t peer_mtu(const void* priv, size_t priv_len);          // the peer's (ConnPriv), 0: not said
     bool validate_gid(const gid::GidEntry& e, std::string& why);   // an address handle can be made
     void cm_fail_connect(VQp& q, Status st, const char* why);
+    void free_passive(VQp& q);   // a passive QP whose peer left or never finished connecting
     void cm_deadlines();
     VQp* find_token(uint64_t token);
 

@@ -66,9 +66,10 @@ Status PdImpl::reg_mr(void* addr, size_t len, unsigned access, MrKeys& out) {
         return Status::invalid_param;
     MrPtr mr(ibv_reg_mr(pd_.get(), addr, len, ibv_access_of(access & access_all) | IBV_ACCESS_LOCAL_WRITE));
     if (!mr) {
+        const int err = errno;   // (before the log line can change it)
         ROCE_ERROR("verbs: %s: ibv_reg_mr(%p, %zu) failed: %s", name_.c_str(), addr, len,
-                   std::strerror(errno));
-        return errno == ENOMEM ? Status::no_resource : Status::io_error;
+                   std::strerror(err));
+        return err == ENOMEM ? Status::no_resource : Status::io_error;
     }
     const uint32_t lkey = mr->lkey;
     out.lkey = lkey;

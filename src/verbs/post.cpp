@@ -175,7 +175,12 @@ bool DeviceImpl::moderation_due(const VQp& q) const {
 // reclaims tails from.
 void DeviceImpl::note_unsignaled(VQp& q, bool lazy) {
     if (q.unsignaled_run++ == 0) {
-        tails_.push_back(q.qpn);
+        // Once: a QP whose run restarted before progress() saw it end is still listed (a list
+        // entry per run grew without bound under steady lazy sends).
+        if (!q.in_tails) {
+            tails_.push_back(q.qpn);
+            q.in_tails = true;
+        }
         q.lazy_tail = true;
     }
     q.lazy_tail &= lazy;

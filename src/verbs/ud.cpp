@@ -96,6 +96,7 @@ private:
     std::deque<Rx> rq_;                   // received by progress(), not yet handed out
     std::vector<uint32_t> repost_;        // consumed receive buffers, posted back in chains
     uint64_t events_ = 0;
+    uint64_t recv_errors_ = 0, send_errors_ = 0;   // error completions (the first of each logged)
 };
 
 Status UdQpImpl::init() {
@@ -359,6 +360,11 @@ void UdQpImpl::send_completed(const ibv_wc& w) {
     const uint64_t done = w.wr_id;
     if (done < sq_tail_ || done >= sq_head_)
         return;
+    // A send nobody waits for (wr_id 0) fails in silence otherwise; the datagram is lost, which
+    // ud_roce's reliability recovers, but the cause (a bad address handle, a QP in error) is ours.
+    if (w.status != IBV_WC_SUCCESS && w.status != IBV_WC_WR_FLUSH_ERR && send_errors_++ == 0)
+        ROCE_WARN("verbs: UD QP %u: send failed: %s (later failures are not logged)", qp_->qp_num,
+                  ibv_wc_status_str(w.status));
     for (; sq_tail_ <= done; ++sq_tail_) {
         const uint32_t slot = uint32_t(sq_tail_ % cfg_.sq_depth);
         if (slot_wr_id_[slot] != 0) {
@@ -393,8 +399,10 @@ int UdQpImpl::poll_cq(Rx* rx, int& nrx) {
         }
         const uint32_t idx = uint32_t(w.wr_id & ~recv_tag);
         if (w.status != IBV_WC_SUCCESS || w.byte_len < grh_bytes) {
-            if (w.status != IBV_WC_WR_FLUSH_ERR)
-                ROCE_WARN("verbs: UD QP %u: receive failed: %s", qp_->qp_num, ibv_wc_status_str(w.status));
+            // Once per QP: any sender can cause these (a datagram larger than our buffers).
+            if (w.status != IBV_WC_WR_FLUSH_ERR && recv_errors_++ == 0)
+                ROCE_WARN("verbs: UD QP %u: receive failed: %s (later failures are not logged)",
+                          qp_->qp_num, ibv_wc_status_str(w.status));
             repost_.push_back(idx);
             continue;
         }
