@@ -25,6 +25,7 @@ mkdir -p "$out"
 csv=$out/scale.csv
 : >"$csv"
 ran=()
+failed=()
 for tl in rc_roce ud_roce; do
   if ! grep -qx "$tl" <<<"$available"; then
     echo "$tl: not available"
@@ -35,6 +36,7 @@ for tl in rc_roce ud_roce; do
   first=1; [ -s "$csv" ] && first=2
   if ! "$bin" "$tl" "$dev" "${counts[@]}" | tail -n +"$first" >>"$csv"; then
     echo "$tl: scale_eps failed (see above)" >&2
+    failed+=("$tl")
     continue
   fi
   ran+=("$tl")
@@ -70,4 +72,10 @@ awk -F, '
       print "| " p " | " cell("rc_roce", p) " | " cell("ud_roce", p) " | " ratio " |"
     }
   }' "$csv"
+# A transport that failed, or a count that did not complete, fails the run (the table shows it).
+bad_rows=$(awk -F, 'NR > 1 && $NF != "OK"' "$csv" | wc -l)
+if [ ${#failed[@]} -gt 0 ] || [ "$bad_rows" -gt 0 ]; then
+  echo "scale.sh: failed: ${failed[*]:-} ($bad_rows counts did not complete)" >&2
+  exit 1
+fi
 exit 0

@@ -8,6 +8,8 @@ bash "$here/cmake/build.sh"
 cd "$build"
 # A missing QEMU/kernel fails the rxe suite instead of skipping it (setup.sh installs them).
 export ROCE_REQUIRE_RXE="${ROCE_REQUIRE_RXE:-1}"
+# Likewise the MPI applications (lammps, hpcc, NetPIPE: setup.sh installs them): missing fails.
+export ROCE_REQUIRE_APPS="${ROCE_REQUIRE_APPS:-1}"
 echo "[test] ctest (unit tests, ucx_info/ucx_perftest probes, MPI under mpirun)"
 rc=0
 ctest --output-on-failure --timeout 900 ${CTEST_ARGS:-} || rc=$?

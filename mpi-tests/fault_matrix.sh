@@ -65,7 +65,8 @@ run() {   # run <transport> <fault label> <injected counter> <detected counters>
   if [ "$injected_ctr" = stalls ]; then injected=$done_stalls; else injected=$(sum $injected_ctr <<<"$json"); fi
   detected=$( [ -n "$detected_ctrs" ] && echo "$(sum $detected_ctrs <<<"$json") (${detected_ctrs// / + })" || echo "-")
   local verdict=ok
-  if [ $rc -ne 0 ] || [ -z "$transfers" ] || [ "${mism:-1}" != 0 ] || [ "$injected" -le 0 ]; then
+  # (an empty count - the doctor or its JSON failed - is no proof of injection: it fails)
+  if [ $rc -ne 0 ] || [ -z "$transfers" ] || [ "${mism:-1}" != 0 ] || [ "${injected:-0}" -le 0 ]; then
     verdict=FAIL; fail=1
     echo "[faults] FAIL: exit $rc, transfers ${transfers:-?}, mismatches ${mism:-?}, injected $injected"
     tail -n 15 "$dir/log"; [ -f "$dir/rma.log" ] && tail -n 5 "$dir/rma.log"

@@ -48,12 +48,14 @@ counters)
   [ $live_ok -eq 1 ] || { echo "[diag] FAIL: roce_doctor counters --live never showed 2 running interfaces with tx_packets > 0"; exit 1; }
   echo "[diag] after the run:"; "$doctor" counters "$dir" | head -8
   "$doctor" counters "$dir" | grep -q "(exited)" || { echo "[diag] FAIL: exited processes not marked"; exit 1; }
-  [ -z "$("$doctor" counters "$dir" --live --json | python3 -c 'import json,sys; print(*[i["pid"] for i in json.load(sys.stdin)["interfaces"]])')" ] \
-    || { echo "[diag] FAIL: --live lists exited processes"; exit 1; }
+  live_pids=$("$doctor" counters "$dir" --live --json | python3 -c 'import json,sys; print(*[i["pid"] for i in json.load(sys.stdin)["interfaces"]])') \
+    || { echo "[diag] FAIL: roce_doctor counters --live --json did not give the interface list"; exit 1; }
+  [ -z "$live_pids" ] || { echo "[diag] FAIL: --live lists exited processes ($live_pids)"; exit 1; }
   read -r n _ min_tx < <("$doctor" counters "$dir" --json | sum_counter tx_packets)
   read -r _ _ min_rx < <("$doctor" counters "$dir" --json | sum_counter rx_packets)
   echo "[diag] $n interfaces, min tx_packets $min_tx, min rx_packets $min_rx"
-  if [ "$n" -ne 2 ] || [ "$min_tx" -le 0 ] || [ "$min_rx" -le 0 ]; then echo "[diag] FAIL: counters"; exit 1; fi
+  # (empty values - the doctor or its JSON failed - fail too)
+  if [ "${n:-0}" -ne 2 ] || [ "${min_tx:-0}" -le 0 ] || [ "${min_rx:-0}" -le 0 ]; then echo "[diag] FAIL: counters"; exit 1; fi
   ls "$dir"/trace.*.pcap >/dev/null || { echo "[diag] FAIL: no packet traces written"; exit 1; }
   "$tshark_check" "$dir"/trace.*.pcap; trc=$?
   [ $trc -eq 0 ] || [ $trc -eq 77 ] || exit 1
@@ -64,7 +66,7 @@ faults)
   "$doctor" counters "$dir"
   read -r n retx _ < <("$doctor" counters "$dir" --json | sum_counter retransmits)
   echo "[diag] $n interfaces, retransmits $retx with UCX_RC_ROCE_FAULT_DROP=$UCX_RC_ROCE_FAULT_DROP"
-  if [ "$n" -ne 2 ] || [ "$retx" -le 0 ]; then echo "[diag] FAIL: no retransmissions counted"; exit 1; fi
+  if [ "${n:-0}" -ne 2 ] || [ "${retx:-0}" -le 0 ]; then echo "[diag] FAIL: no retransmissions counted"; exit 1; fi
   # Per peer: the QPs' retransmissions add up to their interface's (every retransmission is some
   # QP's), and each interface names the other as its peer.
   "$doctor" counters "$dir" --json | python3 -c '

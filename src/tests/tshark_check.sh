@@ -18,7 +18,13 @@ for f in "$@"; do
   for p in $ports; do args+=(-d "udp.port==$p,infiniband"); done
   total=$(tshark "${args[@]}" 2>/dev/null | wc -l)
   roce=$(tshark "${args[@]}" -Y infiniband 2>/dev/null | wc -l)
-  bad=$(tshark "${args[@]}" -Y '_ws.malformed || _ws.expert.severity == error' 2>/dev/null)
+  # (its status counts: a filter tshark rejects would otherwise find nothing bad)
+  errs=$(mktemp)
+  if ! bad=$(tshark "${args[@]}" -Y '_ws.malformed || _ws.expert.severity == error' 2>"$errs"); then
+    echo "[tshark] FAIL: $f: the malformed/expert-error filter did not run:"; head -5 "$errs"
+    fail=1; bad=""
+  fi
+  rm -f "$errs"
   echo "[tshark] $f: $total frames, $roce RoCEv2"
   tshark "${args[@]}" 2>/dev/null | awk '{ $1=$2=$3=$4=$5=""; sub(/QP=.*/, ""); print }' | sort | uniq -c | sort -rn | head -8
   if [ "$total" -eq 0 ] || [ "$roce" -ne "$total" ]; then

@@ -114,6 +114,7 @@ ccverbs_put() {
   result "ccverbs.$mode.queue_p95_bytes" "${qp95:-0}" bytes
   result "ccverbs.$mode.rxe_retries" "$retries" count
   result "ccverbs.$mode.held" "$held" wrs
+  CCV_HELD=$held
   say "  $mode: $(( CCV_MBPS / CCV_RATE_MBIT ))% of ${CCV_RATE_MBIT} Mbit/s, $CCV_DROPS drops, queue p95 ${qp95:-0} B, rxe retries $retries, WRs held $held"
 }
 
@@ -139,14 +140,18 @@ ccverbs_group() {
   unset UCX_NET_DEVICES
   export LD_PRELOAD=$BUILD/uct/libuct_roce.so.0   # ucx_perftest loads the plugin this way
   if T=30 step ccverbs.setup bash "$CCV_SCRIPT" setup; then
-    local off_drops="" off_mbps="" delay_drops="" delay_mbps=""
-    ccverbs_put off && off_drops=$CCV_DROPS off_mbps=$CCV_MBPS
-    ccverbs_put delay && delay_drops=$CCV_DROPS delay_mbps=$CCV_MBPS
+    local off_drops="" off_mbps="" delay_drops="" delay_mbps="" off_held="" delay_held=""
+    ccverbs_put off && off_drops=$CCV_DROPS off_mbps=$CCV_MBPS off_held=$CCV_HELD
+    ccverbs_put delay && delay_drops=$CCV_DROPS delay_mbps=$CCV_MBPS delay_held=$CCV_HELD
     if [ -n "$off_drops" ] && [ -n "$delay_drops" ]; then
       # Same run, same queue: the window must keep the queue from overflowing as much as rxe does
       # alone, without giving up goodput (5% slack for TCG's scheduling noise).
       local why=""
       [ "$delay_drops" -lt "$off_drops" ] || why="delay dropped $delay_drops packets, off $off_drops"
+      # ... and it must be the window that did it: delay held work requests back, off none
+      # (else two noisy runs of the same thing could pass the comparison above by chance).
+      [ "${delay_held:-0}" -gt 0 ] && [ "${off_held:-1}" -eq 0 ] \
+        || why="${why:+$why; }work requests held: delay ${delay_held:-?}, off ${off_held:-?}"
       [ $(( delay_mbps * 100 )) -ge $(( off_mbps * 95 )) ] \
         || why="${why:+$why; }delay goodput ${delay_mbps} < 95% of off's ${off_mbps} (x100 Mbit/s)"
       if [ -z "$why" ]; then
