@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <sys/uio.h>
 #include <utility>
@@ -117,6 +118,18 @@ public:
         bool closed = false;
     };
     virtual std::vector<QpCounters> qp_counters() const = 0;
+    // The closed entries: the peer and its port are chosen remotely (a client reconnecting
+    // from new ports, a stranger's connection requests), so beyond max_closed_peers distinct
+    // peers the sums go to one entry, closed_other_peer.
+    static constexpr size_t max_closed_peers = 1024;
+    static constexpr const char* closed_other_peer = "other";
+    template <class Stats>
+    static void add_closed(std::map<std::string, Stats>& by_peer, const WireAddr& peer, const Stats& st) {
+        std::string key = peer.to_string();
+        if (by_peer.size() >= max_closed_peers && !by_peer.contains(key))
+            key = closed_other_peer;
+        by_peer[key] += st;
+    }
 
     // --- queue pairs
     // Creates an RC QP in reset state; returns its QPN.

@@ -168,6 +168,10 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
             count_nak(qp, syn, false);
             st_.rnr_naks++;
             qp.st.rnr_naks++;
+            // Late as the NAK above (a duplicated or reordered RNR NAK for work acknowledged
+            // since): pausing and rewinding would spend one of rnr_retry's tries on nothing.
+            if (wire::psn_diff(p, qp.una_psn) < 0)
+                break;
             ack_through(*this, qp, before, now);
             if (cfg_.rnr_retry != 7) {
                 if (qp.rnr_left == 0) {

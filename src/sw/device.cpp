@@ -352,7 +352,7 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
             passive_.erase(it);
     }
     if (qp->state != QpState::reset || qp->st.tx_packets)
-        closed_qps_[qp->peer.to_string()] += qp->st;
+        add_closed(closed_qps_, qp->peer, qp->st);
     qps_.erase(qpn);
     std::erase(ack_list_, qpn);
     tx_flush();

@@ -55,8 +55,11 @@ struct Wr {
 };
 
 // A READ/atomic request the responder executed, kept to answer duplicates: a duplicate atomic
-// must return the original result, not execute again. A QP keeps the last replay_entries: a
-// requester may have at most that many outstanding (the device refuses a larger max_rd_atomic).
+// must return the original result, not execute again. A QP keeps the last replay_entries of
+// each kind: a requester may have at most that many outstanding (the device refuses a larger
+// max_rd_atomic). Atomics have a ring of their own: our requester issues a large READ as many
+// requests (one per chunk), which counted against one shared ring pushed an unacknowledged
+// atomic's result out, and its retry after a loss then failed the QP.
 inline constexpr size_t replay_entries = 64;
 struct ReplayEntry {
     bool valid = false;
@@ -158,8 +161,10 @@ struct Qp {
     uint64_t w_va = 0;               // WRITE in progress
     uint32_t w_rkey = 0;
     uint64_t w_remaining = 0;
-    std::array<ReplayEntry, replay_entries> replay{};
-    unsigned replay_next = 0;
+    std::array<ReplayEntry, replay_entries> replay_read{};
+    std::array<ReplayEntry, replay_entries> replay_atomic{};
+    unsigned replay_read_next = 0;
+    unsigned replay_atomic_next = 0;
     unsigned undelivered = 0;        // received messages not yet handed to the owner
 
     QpStats st{};

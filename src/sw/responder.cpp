@@ -112,25 +112,30 @@ struct Resp {
         return true;
     }
 
-    // A READ/atomic executed, kept to answer its duplicates. Entries it overlaps are from 2^24
-    // PSNs ago (the PSN space wrapped with fewer than 64 READs/atomics in between): forgotten,
-    // so that a duplicate of this one cannot be answered from them.
+    // A READ/atomic executed, kept to answer its duplicates. Entries it overlaps (in either
+    // ring) are from 2^24 PSNs ago (the PSN space wrapped with fewer than 64 READs/atomics in
+    // between): forgotten, so that a duplicate of this one cannot be answered from them.
     void remember(uint32_t psn, uint32_t npkts, bool atomic, uint64_t orig) {
-        for (ReplayEntry& e : qp.replay) {
-            if (e.valid && uint32_t(wire::psn_diff(psn, e.psn)) < e.npkts)
-                e.valid = false;   // it covers psn
-            else if (e.valid && uint32_t(wire::psn_diff(e.psn, psn)) < npkts)
-                e.valid = false;   // psn's range covers it
+        for (auto* ring : {&qp.replay_read, &qp.replay_atomic}) {
+            for (ReplayEntry& e : *ring) {
+                if (e.valid && uint32_t(wire::psn_diff(psn, e.psn)) < e.npkts)
+                    e.valid = false;   // it covers psn
+                else if (e.valid && uint32_t(wire::psn_diff(e.psn, psn)) < npkts)
+                    e.valid = false;   // psn's range covers it
+            }
         }
-        ReplayEntry& e = qp.replay[qp.replay_next++ % qp.replay.size()];
-        e = ReplayEntry{true, atomic, psn, npkts, orig};
+        auto& ring = atomic ? qp.replay_atomic : qp.replay_read;
+        unsigned& next = atomic ? qp.replay_atomic_next : qp.replay_read_next;
+        ring[next++ % ring.size()] = ReplayEntry{true, atomic, psn, npkts, orig};
     }
 
-    // The newest entry covering `psn`, or nullptr.
-    const ReplayEntry* replayed(uint32_t psn) const {
-        const size_t n = qp.replay.size();
+    // The newest entry of that kind covering `psn`, or nullptr.
+    const ReplayEntry* replayed(uint32_t psn, bool atomic) const {
+        const auto& ring = atomic ? qp.replay_atomic : qp.replay_read;
+        const unsigned next = atomic ? qp.replay_atomic_next : qp.replay_read_next;
+        const size_t n = ring.size();
         for (size_t k = 1; k <= n; ++k) {
-            const ReplayEntry& e = qp.replay[(qp.replay_next - k) % n];
+            const ReplayEntry& e = ring[(next - k) % n];
             if (e.valid && uint32_t(wire::psn_diff(psn, e.psn)) < e.npkts)
                 return &e;
         }
@@ -192,7 +197,7 @@ struct Resp {
             // Checked again as a new request would be: the region may be gone since.
             if (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read))
                 return nak_duplicate(p, wire::nak_remote_access);
-            if (const ReplayEntry* e = replayed(p); e && !e->atomic) {
+            if (const ReplayEntry* e = replayed(p, false)) {
                 const auto d = uint32_t(wire::psn_diff(p, e->psn));
                 if (d + n > e->npkts)
                     return nak_duplicate(p, wire::nak_invalid_request);   // not a tail of that READ
@@ -208,9 +213,9 @@ struct Resp {
         }
         if (op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap) {
             // Executing it again would return another original value; older than the cache
-            // remembers (more than 64 READs/atomics since: beyond any requester's outstanding
+            // remembers (more than 64 atomics since: beyond any requester's outstanding
             // limit, ours is MAX_RD_ATOMIC 16), it cannot be answered.
-            if (const ReplayEntry* e = replayed(p); e && e->atomic && e->psn == p)
+            if (const ReplayEntry* e = replayed(p, true); e && e->psn == p)
                 return atomic_ack(p, e->orig);
             return nak_duplicate(p, wire::nak_invalid_request);
         }

@@ -96,3 +96,30 @@ TEST(SwCounters, RefusedWriteIsOneRemoteAccessNakEachWay) {
     EXPECT_EQ(p.a.dev->stats().naks_received_access, 1u);
     EXPECT_EQ(qp_counter(*p.a.dev, p.qa, "outstanding_now"), 0u);
 }
+
+TEST(SwCounters, ClosedQpsOfManyPeersAreBounded) {
+    // Each destroyed QP's counters stay with its peer, but peers (address and port) are chosen
+    // remotely: beyond RcDevice::max_closed_peers the rest are summed under one entry.
+    DeviceConfig c;
+    c.progress_thread = false;
+    Host a;
+    ASSERT_EQ(a.open(c), Status::ok);
+    const size_t n = RcDevice::max_closed_peers + 100;
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t q = 0;
+        ASSERT_EQ(a.dev->create_qp(q), Status::ok);
+        ManualPeer peer;
+        peer.addr = a.dev->address();
+        peer.addr.port = uint16_t(20000 + i);
+        peer.qpn = 0x100 + uint32_t(i);
+        ASSERT_EQ(a.dev->connect_qp_manual(q, peer), Status::ok);
+        ASSERT_EQ(a.dev->destroy_qp(q), Status::ok);
+    }
+    size_t closed = 0, other = 0;
+    for (const auto& q : a.dev->qp_counters()) {
+        closed += q.closed;
+        other += q.closed && q.peer == RcDevice::closed_other_peer;
+    }
+    EXPECT_EQ(closed, RcDevice::max_closed_peers + 1);
+    EXPECT_EQ(other, 1u);
+}

@@ -353,59 +353,99 @@ TEST(SwManual, WriteWithImmediateWaitsForAReceiveEntry) {
     EXPECT_EQ(p.b.dev->stats().rnr_naks, 2u);
 }
 
-TEST(SwManual, LateSequenceNakDoesNotRewind) {
-    // A NAK (sequence error) that arrives after the PSN it names was acknowledged - the
-    // responder asked for it while it was on its way - must not send acknowledged packets again
-    // nor cut the window; a fatal one must not fail the QP. b never runs: its answers are
-    // injected into a by hand.
-    DeviceConfig ca = cfg1024();
-    ca.progress_thread = false;
+namespace {
+
+// a's QP connected by hand to b's, where b never runs: its answers (ACK, NAK) are injected into a.
+struct InjectedAnswers {
     Host a, b;
-    ASSERT_EQ(a.open(ca), Status::ok);
-    ASSERT_EQ(b.open(cfg1024()), Status::ok);
     uint32_t qa = 0, qb = 0;
-    ASSERT_EQ(a.dev->create_qp(qa), Status::ok);
-    ASSERT_EQ(b.dev->create_qp(qb), Status::ok);
-    ManualPeer to_b;
-    to_b.addr = b.dev->address();
-    to_b.qpn = qb;
-    to_b.sq_psn = ManualPair::psn_a;
-    to_b.rq_psn = ManualPair::psn_b;
-    ASSERT_EQ(a.dev->connect_qp_manual(qa, to_b), Status::ok);
-    std::vector<uint8_t> src = random_bytes(4096, 3);
-    ASSERT_EQ(a.dev->post_write(qa, 7, src.data(), src.size(), 0x1000, 0x1234, true), Status::ok);
-    ASSERT_TRUE(run_until({&a}, [&] { return a.dev->stats().tx_packets >= 4; }, 5));
-    auto answer = [&](uint8_t syndrome, uint32_t psn) {
+    static constexpr uint32_t p0 = ManualPair::psn_a;   // a's first PSN
+
+    void open(DeviceConfig ca) {
+        ca.progress_thread = false;
+        ASSERT_EQ(a.open(ca), Status::ok);
+        ASSERT_EQ(b.open(cfg1024()), Status::ok);
+        ASSERT_EQ(a.dev->create_qp(qa), Status::ok);
+        ASSERT_EQ(b.dev->create_qp(qb), Status::ok);
+        ManualPeer to_b;
+        to_b.addr = b.dev->address();
+        to_b.qpn = qb;
+        to_b.sq_psn = ManualPair::psn_a;
+        to_b.rq_psn = ManualPair::psn_b;
+        ASSERT_EQ(a.dev->connect_qp_manual(qa, to_b), Status::ok);
+    }
+    // A 4-packet WRITE (wr_id `id`), sent once a has put `tx_after` packets on the wire.
+    void write4(uint64_t id, uint64_t tx_after) {
+        static const std::vector<uint8_t> src = random_bytes(4096, 3);
+        ASSERT_EQ(a.dev->post_write(qa, id, src.data(), src.size(), 0x1000, 0x1234, true), Status::ok);
+        ASSERT_TRUE(run_until({&a}, [&] { return a.dev->stats().tx_packets >= tx_after; }, 5));
+    }
+    void answer(uint8_t syndrome, uint32_t psn) {
         wire::Packet pkt;
         pkt.bth.opcode = uint8_t(wire::Opcode::rc_ack);
         pkt.bth.dest_qp = qa;
         pkt.bth.psn = psn;
         pkt.aeth.syndrome = syndrome;
         inject(a, pkt, {}, b.dev->address());
-    };
-    const uint32_t p0 = ManualPair::psn_a;
-    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 1)));   // 2 of 4
-    const DeviceStats before = a.dev->stats();
-    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_nak_syndrome(wire::nak_psn_seq_error), wire::psn_add(p0, 1)));
-    a.poll();
-    const DeviceStats after = a.dev->stats();
+    }
+    void completes_ok(uint64_t id) {
+        ASSERT_TRUE(run_until({&a}, [&] { return a.find(id) != nullptr; }, 5));
+        EXPECT_EQ(a.find(id)->status, Status::ok);
+    }
+};
+
+} // namespace
+
+TEST(SwManual, LateSequenceNakDoesNotRewind) {
+    // A NAK (sequence error) that arrives after the PSN it names was acknowledged - the
+    // responder asked for it while it was on its way - must not send acknowledged packets again
+    // nor cut the window; a fatal one must not fail the QP.
+    InjectedAnswers t;
+    ASSERT_NO_FATAL_FAILURE(t.open(cfg1024()));
+    ASSERT_NO_FATAL_FAILURE(t.write4(7, 4));
+    const uint32_t p0 = t.p0;
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 1)));   // 2 of 4
+    const DeviceStats before = t.a.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_nak_syndrome(wire::nak_psn_seq_error), wire::psn_add(p0, 1)));
+    t.a.poll();
+    const DeviceStats after = t.a.dev->stats();
     EXPECT_EQ(after.retransmits, before.retransmits) << "acknowledged packets sent again";
     EXPECT_EQ(after.tx_packets, before.tx_packets);
-    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 3)));
-    ASSERT_TRUE(run_until({&a}, [&] { return a.find(7) != nullptr; }, 5));
-    EXPECT_EQ(a.find(7)->status, Status::ok);
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_ack_syndrome, wire::psn_add(p0, 3)));
+    ASSERT_NO_FATAL_FAILURE(t.completes_ok(7));
     // A fatal NAK for an acknowledged PSN is as late: the responder answered a stale duplicate
     // (a delayed READ request after its region went; measured in faults.matrix with 3 ms
     // delays): the completed work and the QP stand.
-    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_nak_syndrome(wire::nak_remote_access), wire::psn_add(p0, 2)));
-    EXPECT_EQ(a.dev->qp_state(qa), QpState::rts);
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_nak_syndrome(wire::nak_remote_access), wire::psn_add(p0, 2)));
+    EXPECT_EQ(t.a.dev->qp_state(t.qa), QpState::rts);
     // A NAK for the first unacknowledged PSN still rewinds (not a late one).
-    ASSERT_EQ(a.dev->post_write(qa, 8, src.data(), src.size(), 0x1000, 0x1234, true), Status::ok);
-    ASSERT_TRUE(run_until({&a}, [&] { return a.dev->stats().tx_packets >= after.tx_packets + 4; }, 5));
-    const DeviceStats s2 = a.dev->stats();
-    ASSERT_NO_FATAL_FAILURE(answer(wire::aeth_nak_syndrome(wire::nak_psn_seq_error), wire::psn_add(p0, 5)));
-    a.poll();
-    EXPECT_EQ(a.dev->stats().retransmits, s2.retransmits + 3) << "packets 5..7 of the second WRITE again";
+    ASSERT_NO_FATAL_FAILURE(t.write4(8, after.tx_packets + 4));
+    const DeviceStats s2 = t.a.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_nak_syndrome(wire::nak_psn_seq_error), wire::psn_add(p0, 5)));
+    t.a.poll();
+    EXPECT_EQ(t.a.dev->stats().retransmits, s2.retransmits + 3) << "packets 5..7 of the second WRITE again";
+}
+
+TEST(SwManual, LateRnrNakIsIgnored) {
+    // An RNR NAK for a PSN acknowledged since (duplicated or reordered on the way) must neither
+    // pause and rewind the requester nor use up its RNR retries: with rnr_retry = 0 one such
+    // NAK would fail a healthy QP.
+    DeviceConfig ca = cfg1024();
+    ca.rnr_retry = 0;
+    InjectedAnswers t;
+    ASSERT_NO_FATAL_FAILURE(t.open(ca));
+    ASSERT_NO_FATAL_FAILURE(t.write4(7, 4));
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_ack_syndrome, wire::psn_add(t.p0, 3)));
+    ASSERT_NO_FATAL_FAILURE(t.completes_ok(7));
+    ASSERT_NO_FATAL_FAILURE(t.write4(8, 8));
+    const DeviceStats before = t.a.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_rnr_syndrome(1), wire::psn_add(t.p0, 2)));
+    t.a.poll();
+    EXPECT_EQ(t.a.dev->qp_state(t.qa), QpState::rts) << "a late RNR NAK failed the QP";
+    EXPECT_EQ(t.a.dev->stats().retransmits, before.retransmits) << "acknowledged packets sent again";
+    // The second WRITE still completes on its ACK, with no pause behind it.
+    ASSERT_NO_FATAL_FAILURE(t.answer(wire::aeth_ack_syndrome, wire::psn_add(t.p0, 7)));
+    ASSERT_NO_FATAL_FAILURE(t.completes_ok(8));
 }
 
 TEST(SwManual, WorkRequestTooLongForTheNegotiatedMtuFails) {
@@ -431,9 +471,49 @@ TEST(SwManual, WorkRequestTooLongForTheNegotiatedMtuFails) {
     EXPECT_LT(a.dev->stats().tx_bytes, 4096u) << "only CM messages";
 }
 
+TEST(SwManual, ReadsDoNotPushAnAtomicOutOfTheReplayCache) {
+    // Our requester sends a large READ as many requests (one per chunk): 70 READ requests after
+    // an atomic whose ACK was lost must not cost the atomic its remembered result - its retry
+    // is answered with the original value, not NAKed (which fails the QP), and not executed.
+    ManualPair p;
+    ASSERT_NO_FATAL_FAILURE(p.open());
+    const WireAddr src = p.a.dev->address();
+    std::vector<uint8_t> mem(256, 0x5a);
+    MrKeys k;
+    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+    alignas(8) uint64_t counter = 41;
+    MrKeys kc;
+    ASSERT_EQ(p.b.pd->reg_mr(&counter, sizeof(counter), access_all, kc), Status::ok);
+    wire::Packet at;
+    at.bth.opcode = uint8_t(wire::Opcode::rc_fetch_add);
+    at.bth.dest_qp = p.qb;
+    at.bth.psn = ManualPair::psn_a;
+    at.atomic.va = uint64_t(uintptr_t(&counter));
+    at.atomic.rkey = kc.rkey;
+    at.atomic.swap_add = 1;
+    ASSERT_NO_FATAL_FAILURE(inject(p.b, at, {}, src));
+    EXPECT_EQ(counter, 42u);
+    for (uint32_t i = 1; i <= 70; ++i) {
+        wire::Packet rd;
+        rd.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
+        rd.bth.dest_qp = p.qb;
+        rd.bth.psn = wire::psn_add(ManualPair::psn_a, i);
+        rd.reth.va = uint64_t(uintptr_t(mem.data()));
+        rd.reth.rkey = k.rkey;
+        rd.reth.dma_len = 64;
+        ASSERT_NO_FATAL_FAILURE(inject(p.b, rd, {}, src));
+    }
+    const DeviceStats s0 = p.b.dev->stats();
+    ASSERT_NO_FATAL_FAILURE(inject(p.b, at, {}, src));   // the atomic again
+    const DeviceStats s1 = p.b.dev->stats();
+    EXPECT_EQ(counter, 42u) << "executed twice";
+    EXPECT_EQ(s1.naks_sent_invalid, s0.naks_sent_invalid) << "NAKed: the requester would fail the QP";
+    EXPECT_EQ(s1.tx_packets, s0.tx_packets + 1) << "answered (its original value)";
+}
+
 TEST(SwManual, UnanswerableDuplicatesGetANak) {
     // A duplicate the responder cannot answer - a READ whose region is gone since, an atomic
-    // older than the replay cache (64 READs/atomics) - is NAKed at its PSN, so the requester
+    // older than the replay cache (64 atomics) - is NAKed at its PSN, so the requester
     // fails the work request instead of retrying for as long as other traffic keeps the QP
     // alive. A duplicate atomic the cache holds is answered with its original value, once
     // executed.
