@@ -158,8 +158,10 @@ struct Sink {
 
 // busy_outer_lock: handlers are asynchronous but their lock is never free for the thread (UCX's
 // async lock as a mutex the owner holds): the thread cannot take over, yet must still send.
-std::unique_ptr<Transport> transport(Sink& s, uint64_t idle_takeover_ns, bool busy_outer_lock = false) {
+std::unique_ptr<Transport> transport(Sink& s, uint64_t idle_takeover_ns, bool busy_outer_lock = false,
+                                     size_t hold_budget = TransportConfig{}.hold_budget) {
     TransportConfig cfg;
+    cfg.hold_budget = hold_budget;
     cfg.progress_thread = true;
     cfg.idle_takeover_ns = idle_takeover_ns;
     Transport::Callbacks cb;
@@ -224,6 +226,52 @@ TEST(UdBatch, ThreadSendsWhatWaitsWhenOwnerStops) {
         EXPECT_EQ(sb.msgs.size(), 10u) << "held messages never left while the owner was away"
                                        << (busy_outer_lock ? " (outer lock busy)" : "");
     }
+}
+
+// A receiver whose owner is away (computing outside MPI): its thread keeps what arrives for the
+// owner, but no more than hold_budget; beyond it datagrams are not taken and the sender
+// retransmits them. Once the owner is back, every message arrives, in order, exactly once.
+TEST(UdBatch, AbsentOwnerKeepsAtMostHoldBudget) {
+    constexpr size_t budget = 256 << 10, len = 1000;
+    constexpr uint32_t n = 600;   // ~600 KB: more than twice the budget
+    Sink sa, sb;
+    auto a = transport(sa, 10'000'000'000ull);
+    auto b = transport(sb, 5'000'000, false, budget);
+    const auto to_b = a->peer(b->address());
+    b->progress();   // the owner's last call for a while
+    std::vector<uint8_t> m(len);
+    uint32_t next = 0;
+    auto send_some = [&] {
+        while (next < n) {
+            std::memcpy(m.data(), &next, sizeof(next));
+            iovec iov{m.data(), m.size()};
+            const Status st = a->send_am(to_b, 1, &iov, 1);
+            if (st == Status::no_resource) break;
+            ASSERT_EQ(st, Status::ok);
+            ++next;
+        }
+        a->progress();
+    };
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (b->stats().over_budget == 0 && std::chrono::steady_clock::now() < end) {
+        ASSERT_NO_FATAL_FAILURE(send_some());
+    }
+    const TransportStats away = b->stats();
+    EXPECT_GT(away.over_budget, 0u) << "the thread took everything (" << away.deferred_bytes << " bytes kept)";
+    EXPECT_LE(away.deferred_bytes, budget + len + 64);
+    EXPECT_TRUE(sb.msgs.empty()) << "delivered without the owner";
+    end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (sb.msgs.size() < n && std::chrono::steady_clock::now() < end) {
+        ASSERT_NO_FATAL_FAILURE(send_some());
+        b->progress();
+    }
+    ASSERT_EQ(sb.msgs.size(), size_t(n));
+    for (uint32_t i = 0; i < n; ++i) {
+        uint32_t v;
+        std::memcpy(&v, sb.msgs[i].data(), sizeof(v));
+        ASSERT_EQ(v, i);
+    }
+    EXPECT_EQ(b->stats().deferred_bytes, 0u);
 }
 
 } // namespace

@@ -487,6 +487,32 @@ TEST(UdTransport, StrangersCannotPinMemory) {
     EXPECT_TRUE(sa.failures.empty());
 }
 
+TEST(UdTransport, SilentSendersGiveTheirReassemblyBack) {
+    // 16 sources (the reassembly pool's share: 16 x max_msg here) each send the first fragment of
+    // an AM and fall silent (died mid-message, or a stranger's trick). Once they have been silent
+    // longer than the peer timeout their reservations go back, and a live peer's multi-packet AMs
+    // - refused until then - arrive, all of them, in order.
+    Link l;
+    Sink sa, sb;
+    TransportConfig small;
+    small.hold_budget = 256 << 10;   // the pool: max(this, 16 x 64 KiB)
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa);
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb, 400'000'000ull, 200'000, small);
+    std::vector<uint8_t> pkt(header_size + 1000, 0xcd);
+    for (uint32_t s = 0; s < 16; ++s) {
+        const UdAddr src{{2, {}, 3000}, 200 + s};
+        encode(Header{PktType::data, flag_first, 1, 0x2000 + s, 0, 0, 0}, pkt.data());
+        l.q[1].push_back({src, pkt});
+    }
+    while (!l.q[1].empty()) b->progress();
+    l.q[0].clear();   // b's ACKs to those sources
+    ASSERT_EQ(b->stats().reasm_expired, 0u);
+    stream(*a, *b, sb, 50, 15);
+    expect_all(sb, 50);
+    EXPECT_EQ(b->stats().reasm_expired, 16u);
+    EXPECT_TRUE(sa.failures.empty());
+}
+
 // The userspace device's UD QPs on loopback: real sockets, real RoCEv2 packets, faults injected.
 std::unique_ptr<DatagramQp> sw_qp(double faults) {
     sw::UdQpConfig c;

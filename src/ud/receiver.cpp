@@ -18,6 +18,7 @@ uint32_t Receiver::sack_bits() const {
 
 void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint64_t now,
                        const Deliver& deliver) {
+    last_rx_ns_ = now;
     if (unacked_++ == 0) {
         first_unacked_ns_ = now;
     }
@@ -104,6 +105,17 @@ void Receiver::drop_held() {
     in_msg_ = false;
     discarding_ = false;
     reasm_release();
+}
+
+bool Receiver::release_stale(uint64_t now, uint64_t idle_ns) {
+    if (!reasm_reserved_ || elapsed_ns(now, last_rx_ns_) < idle_ns) {
+        return false;
+    }
+    ++stats_.reasm_expired;
+    discarding_ = in_msg_;   // should the rest ever come, it is no AM of its own
+    in_msg_ = false;
+    reasm_release();
+    return true;
 }
 
 bool Receiver::reasm_room(const Header& h) const {

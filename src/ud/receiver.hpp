@@ -24,6 +24,7 @@ struct ReceiverConfig {
 struct ReceiverStats {
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0, malformed = 0;
     uint64_t over_budget = 0;   // packets not kept: the transport's HoldBudget was spent
+    uint64_t reasm_expired = 0; // AMs under way given up: their sender fell silent (release_stale)
 };
 
 // What all receivers of one transport may hold out of order together, in bytes (payload plus a
@@ -80,6 +81,12 @@ public:
     // Forgets what is held out of order and the AM being reassembled, and gives their bytes
     // back (a failed peer).
     void drop_held();
+    // An AM under way whose sender has sent nothing for `idle_ns` (dead mid-message, or a
+    // stranger that sent a first fragment only) gives its reassembly reservation back and is
+    // discarded; true if it did. Its pool is shared: such leftovers would otherwise refuse every
+    // other peer's multi-packet AMs for good.
+    bool release_stale(uint64_t now, uint64_t idle_ns);
+    bool holds_reservation() const { return reasm_reserved_; }
 
 private:
     struct Held {
@@ -106,6 +113,7 @@ private:
     bool reasm_reserved_ = false;              // holds budget_->reasm_limit's share for reasm_
     uint8_t reasm_am_ = 0;
     bool in_msg_ = false;
+    uint64_t last_rx_ns_ = 0;                  // the sender's latest sequenced packet
     bool discarding_ = false;                  // rest of a malformed AM
     uint32_t unacked_ = 0;
     uint64_t first_unacked_ns_ = 0;

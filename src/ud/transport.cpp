@@ -13,6 +13,11 @@
 
 namespace roce::ud {
 
+namespace {
+// What an AM kept for the owner costs besides its bytes (its vector and list entry).
+constexpr size_t deferred_charge(size_t len) { return len + 64; }
+} // namespace
+
 Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp, Callbacks cb)
     : cfg_(cfg), qp_(std::move(qp)), cb_(std::move(cb)) {
     frag_ = qp_->max_payload() - header_size;
@@ -125,6 +130,23 @@ size_t Transport::packet_payload(PeerId id) const {
 Sender& Transport::tx(Peer& p) {
     if (!p.tx) p.tx = std::make_unique<Sender>(cfg_.tx);
     return *p.tx;
+}
+
+// The reassembly pool is full: AMs under way whose sender fell silent give their share back. A
+// sender mid-AM always has packets unacknowledged, so one we heard nothing from for longer than
+// peer_timeout has failed us by then (a live one retransmits far more often): what is dropped
+// here can no longer be completed. At most one walk over the peers per second.
+void Transport::release_stale_reservations(uint64_t now) {
+    const uint64_t idle = cfg_.tx.peer_timeout_ns + cfg_.tx.peer_timeout_ns / 4;
+    if (elapsed_ns(now, last_reasm_sweep_ns_) < std::min<uint64_t>(idle / 4, 1'000'000'000)) {
+        return;
+    }
+    last_reasm_sweep_ns_ = now;
+    for (auto& p : peers_) {
+        if (p->rx && p->rx->holds_reservation()) {
+            p->rx->release_stale(now, idle);
+        }
+    }
 }
 
 Receiver& Transport::rx(Peer& p) {
@@ -332,11 +354,17 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     if (p.tx) {
         p.tx->on_ack(h.ack, h.sack, now, out);
     }
-    if (h.type != PktType::ack) {
+    if (h.type != PktType::ack && passive_ && deferred_bytes_ >= cfg_.hold_budget) {
+        ++stats_.over_budget;   // not taken (the owner has enough waiting): sent again later
+    } else if (h.type != PktType::ack) {
+        if (hold_budget_.reasm_used + cfg_.rx.max_msg > hold_budget_.reasm_limit) {
+            release_stale_reservations(now);
+        }
         rx(p).receive(h, d.data + header_size, d.len - header_size, now,
                       [&](uint8_t am_id, const uint8_t* data, size_t len) {
                           if (passive_) {   // the owner's callbacks run in the owner's thread
                               deferred_.push_back({id, am_id, std::vector<uint8_t>(data, data + len)});
+                              deferred_bytes_ += deferred_charge(len);
                           } else {
                               cb_.deliver(id, am_id, data, len);
                           }
@@ -451,6 +479,7 @@ unsigned Transport::progress() {
         // Received by the background thread: older than anything still in the QP.
         std::vector<Deferred> d;
         d.swap(deferred_);
+        deferred_bytes_ = 0;
         for (Deferred& m : d) {
             if (peers_[m.peer]->status == Status::ok) {
                 cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
@@ -539,6 +568,7 @@ void Transport::takeover(bool may_deliver) {
         std::vector<Deferred> now_async(std::make_move_iterator(deferred_.begin()),
                                         std::make_move_iterator(deferred_.begin() + ptrdiff_t(n)));
         deferred_.erase(deferred_.begin(), deferred_.begin() + ptrdiff_t(n));
+        for (const Deferred& m : now_async) deferred_bytes_ -= deferred_charge(m.data.size());
         for (Deferred& m : now_async) {
             if (peers_[m.peer]->status == Status::ok) {
                 cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
@@ -556,6 +586,7 @@ void Transport::takeover(bool may_deliver) {
 TransportStats Transport::stats() const {
     std::lock_guard lk(mu_);
     TransportStats s = stats_;
+    s.deferred_bytes = deferred_bytes_;
     s.retransmits = dead_tx_.retransmits;
     s.fast_retransmits = dead_tx_.fast_retransmits;
     s.timeouts = dead_tx_.timeouts;
@@ -576,6 +607,7 @@ TransportStats Transport::stats() const {
             s.out_of_window += r.out_of_window;
             s.malformed += r.malformed;
             s.over_budget += r.over_budget;
+            s.reasm_expired += r.reasm_expired;
         }
     }
     return s;
@@ -586,14 +618,17 @@ Transport::Counters Transport::counters() const {
     const TransportStats s = stats();
     const DatagramStats d = qp_->stats();
     return {{"tx_packets", d.tx_packets}, {"rx_packets", d.rx_packets}, {"tx_bytes", d.tx_bytes},
-            {"rx_bytes", d.rx_bytes}, {"tx_dropped", d.tx_dropped}, {"tx_batches", d.tx_batches}, {"icrc_errors", d.icrc_errors},
+            {"rx_bytes", d.rx_bytes}, {"tx_dropped", d.tx_dropped}, {"tx_errors", d.tx_errors}, {"rx_errors", d.rx_errors},
+            {"tx_batches", d.tx_batches}, {"icrc_errors", d.icrc_errors},
             {"malformed", d.malformed + s.malformed}, {"wrong_qp", d.wrong_qp}, {"peers", s.peers},
             {"failed_peers", s.failed_peers}, {"data_sent", s.data_sent}, {"acks_sent", s.acks_sent},
             {"probes_sent", s.probes_sent}, {"retransmits", s.retransmits}, {"fast_retransmits", s.fast_retransmits},
             {"timeouts", s.timeouts}, {"window_cuts", s.window_cuts}, {"delivered", s.delivered},
             {"duplicates", s.duplicates}, {"out_of_order", s.out_of_order}, {"out_of_window", s.out_of_window},
             {"restarted_peers", s.restarted_peers}, {"peers_refused", s.peers_refused},
-            {"over_budget", s.over_budget}, {"faults_dropped", d.faults_dropped},
+            {"over_budget", s.over_budget}, {"reasm_expired", s.reasm_expired},
+            {"deferred_bytes_now", s.deferred_bytes},
+            {"faults_dropped", d.faults_dropped},
             {"faults_duplicated", d.faults_duplicated}, {"faults_reordered", d.faults_reordered},
             {"faults_corrupted", d.faults_corrupted}, {"faults_truncated", d.faults_truncated},
             {"faults_delayed", d.faults_delayed}};
@@ -623,7 +658,8 @@ std::vector<Transport::PeerCounters> Transport::peer_counters() const {
                       {"timers_deferred", t.timers_deferred},
                       {"window_cuts", t.window_cuts}, {"delivered", r.delivered}, {"duplicates", r.duplicates},
                       {"out_of_order", r.out_of_order}, {"out_of_window", r.out_of_window}, {"malformed", r.malformed},
-                      {"over_budget", r.over_budget}, {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0},
+                      {"over_budget", r.over_budget}, {"reasm_expired", r.reasm_expired},
+                      {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0},
                       {"packet_payload_now", p.frag}};
         if (p.tx && p.tx->delay()) {
             c.counters.emplace_back("delay_blocked", t.delay_blocked);

@@ -62,7 +62,10 @@ struct TransportStats {
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0;
     uint64_t malformed = 0, restarted_peers = 0;
     uint64_t peers_refused = 0;   // datagrams from a new source beyond max_passive_peers
-    uint64_t over_budget = 0;     // packets not taken: hold_budget (or the reassembly pool) spent
+    uint64_t over_budget = 0;     // packets not taken: hold_budget (or the reassembly pool) spent,
+                                  // or AMs kept for an absent owner reached hold_budget
+    uint64_t reasm_expired = 0;   // AMs under way dropped: their sender fell silent (peers failed)
+    uint64_t deferred_bytes = 0;  // gauge: AMs the background thread received, kept for the owner
 };
 
 class Transport {
@@ -189,6 +192,8 @@ private:
     Callbacks cb_;
     size_t frag_;
     HoldBudget hold_budget_;           // before peers_: their receivers give it back when destroyed
+    uint64_t last_reasm_sweep_ns_ = 0;  // release_stale_reservations()
+    void release_stale_reservations(uint64_t now);
     size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)
     bool warned_refused_ = false;
     bool warned_small_mtu_ = false;    // peer(): a peer's MTU too small for SEG_SIZE
@@ -220,6 +225,11 @@ private:
     bool passive_ = false;                    // the background thread is receiving
     bool notified_ = false;                   // notify_fd_ was written and not yet drained
     std::vector<Deferred> deferred_;
+    // deferred_'s payload bytes (plus a per-AM overhead). At hold_budget the thread takes no more
+    // data: a rank computing outside MPI would otherwise keep, in copies, whatever its peers
+    // (or strangers) stream at it, for as long as it computes. Not taken is not acknowledged:
+    // the senders retransmit (backing off) until the owner is back and drains deferred_.
+    size_t deferred_bytes_ = 0;
     OwnerWatch owner_;   // the owner's last progress call; wakes the thread once it stopped
     std::atomic<bool> stop_{false};
     int epoll_fd_ = -1, notify_fd_ = -1, stop_fd_ = -1;
