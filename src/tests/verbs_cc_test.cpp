@@ -37,12 +37,15 @@ protected:
     std::unique_ptr<verbs::Device> a, b;
     std::vector<Completion> comps;
     uint32_t q = 0;
+    uint32_t sq_depth = verbs::DeviceConfig{}.sq_depth;
+    uint64_t peak_posted = 0;   // run(): most WRs in the hardware send queue at once
 
     void open(const cc::CcConfig& cc) {
         ROCE_NEED_RXE0();
         ASSERT_EQ(verbs::Pd::open("rxe0", pd), Status::ok);
         verbs::DeviceConfig cfg;
         cfg.cc = cc;
+        cfg.sq_depth = sq_depth;
         ASSERT_EQ(verbs::Device::open(cfg, pd, a), Status::ok);
         ASSERT_EQ(verbs::Device::open(verbs::DeviceConfig{}, pd, b), Status::ok);
         ASSERT_EQ(a->create_qp(q), Status::ok);
@@ -83,6 +86,7 @@ protected:
         uint64_t peak = 0;
         EXPECT_TRUE(wait([&] {
             peak = std::max(peak, counter(*a, q, "cc_outstanding_bytes_now"));
+            peak_posted = std::max(peak_posted, counter(*a, q, "posted_now"));
             return comps.size() == n;
         })) << comps.size() << " of " << n << " completed";
         for (const Completion& c : comps)
@@ -181,6 +185,34 @@ TEST_F(VerbsCc, LargeRequestsAreSplitForTheWindow) {
     EXPECT_GT(counter(*a, q, "cc_held"), 0u);
     std::printf("[verbs-cc] 1 MiB requests in delay mode: peak outstanding %llu B (WRITE), %llu B (READ)\n",
                 (unsigned long long)peak, (unsigned long long)peak_read);
+}
+
+// Pieces are cut at post time from the window then (16 KiB here) and do not count against the
+// QP's depth; a window that grows meanwhile (target far above the round trip, large increase)
+// admits more of them than a 16-deep QP's hardware send queue holds. They must wait for room:
+// verbs allows no more WRs outstanding (posted, completion not polled) than max_send_wr. rxe
+// frees a slot once its kernel side completed the WR, and took 172 here before the fix; mlx5
+// frees it only when the CQE is polled, and answers ENOMEM, which fails the QP.
+TEST_F(VerbsCc, PiecesNeverOverfillTheSendQueue) {
+    cc::CcConfig cc;
+    cc.mode = cc::CcMode::delay;
+    cc.delay.target = 10e9;          // 10 s: every sample is below, the window only grows
+    cc.delay.init_cwnd = 64 * 1024;  // -> 16 KiB pieces
+    cc.delay.ai_bytes = 1 << 20;     // 1 MiB more per round trip, up to max_cwnd (4 MiB)
+    sq_depth = 16;
+    open(cc);
+    if (HasFatalFailure() || IsSkipped()) return;
+    const size_t n = 2, len = 4 << 20;   // 512 pieces
+    std::vector<uint8_t> local = pattern(n * len, 9), remote(n * len, 0);
+    const uint64_t peak = run(false, n, len, local, remote);
+    EXPECT_EQ(remote, local);
+    const uint64_t hw = counter(*a, q, "hw_send_queue_now");   // 2 x 16 asked, rxe gives 63
+    EXPECT_LE(peak_posted, hw) << "more WRs posted than the send queue holds";
+    const uint64_t window = counter(*a, q, "cc_window_bytes_now");
+    EXPECT_GT(window, 64u * 16384) << "the window never outgrew the hardware queue: proves nothing";
+    std::printf("[verbs-cc] 2 x 4 MiB WRITE, 16 KiB pieces, TX queue 16: window %llu B, peak outstanding %llu B, "
+                "peak posted %llu WRs (hardware queue %llu)\n", (unsigned long long)window, (unsigned long long)peak,
+                (unsigned long long)peak_posted, (unsigned long long)hw);
 }
 
 // Small SENDs go inline (the HCA copies the caller's buffer during ibv_post_send). Held behind a

@@ -220,6 +220,10 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
         QpCounters c{qpn, q->dest_qpn, q->peer.to_string(), q->state, {}};
         c.counters = qp_stat_list(q->st);
         c.counters.emplace_back("outstanding_now", q->sq.size() + q->n_anon);
+        // In the hardware send queue (posted, completion not polled yet) and its size: the
+        // first may not exceed the second (mlx5 frees a slot only when its CQE is polled).
+        c.counters.emplace_back("posted_now", q->n_posted + q->n_anon);
+        c.counters.emplace_back("hw_send_queue_now", q->max_send_wr);
         if (q->cc && q->cc->delay()) {
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(q->cc->cwnd_bytes()));
             c.counters.emplace_back("srtt_us_now", uint64_t(q->cc->delay()->srtt() / 1000));
@@ -307,6 +311,7 @@ Status DeviceImpl::new_ibv_qp(VQp& q) {
     q.qpn = qp->qp_num;
     q.gen = next_gen_++;
     q.max_inline = a.cap.max_inline_data;
+    q.max_send_wr = a.cap.max_send_wr;   // (the provider's, which may be more than asked)
     cc_init(q);
     return Status::ok;
 }
@@ -428,7 +433,7 @@ void DeviceImpl::erase_qp(uint32_t qpn) {
     const VQp& q = *it->second;
     passive_qps_ -= q.passive;
     if (q.state != QpState::reset || q.st.sends + q.st.writes + q.st.reads + q.st.atomics)
-        closed_qps_[q.peer.to_string()] += q.st;
+        add_closed(closed_qps_, q.peer, q.st);
     for (VQp*& c : last_qp_) {
         if (c == it->second.get())
             c = nullptr;

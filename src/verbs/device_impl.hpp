@@ -200,6 +200,8 @@ struct VQp {
     size_t n_posted = 0;
     size_t n_internal = 0;
     size_t n_pieces = 0;         // leading pieces in sq: not counted against sq_depth
+    uint32_t max_send_wr = 0;    // the hardware send queue as created (pieces, reclaim WRITEs and
+                                 // a window grown since a split can want more than sq_depth)
     uint64_t next_seq = 1;
     uint32_t unsignaled_run = 0; // posted unsignaled WRs after the last signaled one
     bool in_tails = false;       // listed in tails_
@@ -303,6 +305,10 @@ public:
     bool moderation_due(const VQp& q) const;   // the next WR must be signaled
     void note_unsignaled(VQp& q, bool lazy);   // an unsignaled WR went out
     void post_pending(VQp& q);
+    void count_posted(VQp& q, OpKind op, uint64_t bytes);
+    // The hardware send queue has no room: what comes next waits in sq (posted as completions
+    // free entries) instead of an ENOMEM from ibv_post_send, which fails the QP.
+    static bool hw_full(const VQp& q) { return q.n_posted + q.n_anon >= q.max_send_wr; }
     void reclaim_tail(VQp& q);             // signaled zero-length WRITE after an unsignaled tail
     int take_bounce();
     void want_lazy_tails();

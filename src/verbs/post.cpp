@@ -187,18 +187,25 @@ void DeviceImpl::note_unsignaled(VQp& q, bool lazy) {
     ++st_.unsignaled;
 }
 
-Status DeviceImpl::submit(VQp& q) {
-    WrRec* rec = &q.sq.back();
-    rec->seq = q.next_seq++;
-    switch (rec->op) {
+// Counted once the request is taken (posted or queued): a refused one is posted again by its
+// caller and would count twice.
+void DeviceImpl::count_posted(VQp& q, OpKind op, uint64_t bytes) {
+    switch (op) {
     case OpKind::send: ++st_.sends; ++q.st.sends; break;
     case OpKind::write: ++st_.writes; ++q.st.writes; break;
     case OpKind::read: ++st_.reads; ++q.st.reads; break;
     default: ++st_.atomics; ++q.st.atomics; break;
     }
+    q.st.posted_bytes += bytes;
+}
+
+Status DeviceImpl::submit(VQp& q) {
+    WrRec* rec = &q.sq.back();
+    rec->seq = q.next_seq++;
     for (int i = 0; i < rec->wr.num_sge; ++i)
         rec->cc_bytes += rec->sge[i].length;
-    q.st.posted_bytes += rec->cc_bytes;
+    const OpKind op = rec->op;
+    const uint64_t bytes = rec->cc_bytes;
     if (const uint32_t chunk = cc_chunk(q); chunk && rec->cc_bytes > chunk && rec->wr.num_sge == 1 &&
         (rec->op == OpKind::write || rec->op == OpKind::read) && !(rec->wr.send_flags & IBV_SEND_INLINE)) {
         // Pieces for the window (congestion.cpp); the last one keeps the caller's completion and
@@ -230,7 +237,7 @@ Status DeviceImpl::submit(VQp& q) {
     // Goes out now unless the connection is not up yet, WRs wait ahead of it (held by congestion
     // control, or the pieces above) or the window holds this one.
     const bool behind = q.n_posted < q.sq.size() - 1;
-    const bool held = q.state != QpState::rts || behind || !cc_may_post(q, *rec);
+    const bool held = q.state != QpState::rts || behind || hw_full(q) || !cc_may_post(q, *rec);
     if (held && (rec->wr.send_flags & IBV_SEND_INLINE)) {
         // An inline WR points at the caller's buffer, valid only during this call: copy it now
         // (measured: held inline AM headers posted later were garbage to UCP -> crashes).
@@ -239,6 +246,7 @@ Status DeviceImpl::submit(VQp& q) {
     }
     ++total_wrs_;
     if (held) {
+        count_posted(q, op, bytes);
         if (q.state == QpState::rts && behind)
             post_pending(q);   // what the window admits now; a failure completes them all with an error
         return Status::ok;
@@ -251,6 +259,7 @@ Status DeviceImpl::submit(VQp& q) {
         finish(q, r, Status::no_resource);
         return Status::no_resource;
     }
+    count_posted(q, op, bytes);
     return Status::ok;
 }
 
@@ -268,7 +277,7 @@ Status DeviceImpl::stage_inline(WrRec& r) {
 
 void DeviceImpl::post_pending(VQp& q) {
     while (q.n_posted < q.sq.size()) {
-        if (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted]))
+        if (hw_full(q) || (!q.sq[q.n_posted].internal && !cc_may_post(q, q.sq[q.n_posted])))
             return;
         if (!post_hw(q, q.sq[q.n_posted])) {
             abort_qp(q, Status::io_error);

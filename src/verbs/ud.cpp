@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -43,6 +44,7 @@ public:
     }
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) override;
+    Errors errors() const override { return {send_errors_, recv_errors_}; }
 
 private:
     struct Rx {
@@ -316,7 +318,7 @@ Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov,
     ibv_sge sge[4];
     int nsge = 0;
     const bool inline_ok = total && total <= max_inline_;
-    if (inline_ok && iovcnt <= max_sge_) {
+    if (inline_ok && iovcnt <= std::min<uint32_t>(max_sge_, std::size(sge))) {   // (may grant more)
         // The provider copies inline data at post time: the caller's pieces, as they are.
         for (size_t i = 0; i < iovcnt; ++i) {
             if (iov[i].iov_len)

@@ -91,6 +91,11 @@ public:
     virtual void arm() = 0;
     virtual size_t poll_completions(Completion* out, size_t max) = 0;   // op = send
     virtual size_t poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) = 0;
+    // Error completions so far (flushes of a QP being destroyed excluded): each a datagram lost.
+    struct Errors {
+        uint64_t send = 0, recv = 0;
+    };
+    virtual Errors errors() const = 0;
 };
 
 // Source GID of a received UD message from its 40-byte GRH area (see above).

@@ -44,7 +44,13 @@ public:
     size_t max_payload() const override { return qp_->max_msg(); }
     int event_fd() const override { return qp_->event_fd(); }
     void arm() override { qp_->arm(); }
-    ud::DatagramStats stats() const override { return st_; }
+    ud::DatagramStats stats() const override {
+        ud::DatagramStats s = st_;
+        const UdQp::Errors e = qp_->errors();
+        s.tx_errors += e.send;
+        s.rx_errors += e.recv;
+        return s;
+    }
 
     ud::ClassAdvert class_advert() const override { return gid::encode_tc_advert(qp_->traffic_class()); }
     ud::ClassId class_for(const ud::ClassAdvert& peer) override {
@@ -61,6 +67,8 @@ public:
             st_.tx_bytes += len;
         } else if (s == Status::no_resource) {
             ++st_.tx_dropped;
+        } else {
+            ++st_.tx_errors;   // no address handle for the peer (unreachable), or a bad request
         }
         return s;
     }

@@ -18,7 +18,7 @@ namespace roce::verbs {
 bool DeviceImpl::post_send_untracked(VQp& q, uint64_t wr_id, const iovec* iov, size_t iovcnt,
                                      const uint32_t* imm, size_t total) {
     if (q.state != QpState::rts || q.n_posted != q.sq.size() || cc_mode_ == cc::CcMode::delay ||
-        total == 0 || total > q.max_inline || iovcnt > 4 || moderation_due(q))
+        total == 0 || total > q.max_inline || iovcnt > 4 || moderation_due(q) || hw_full(q))
         return false;   // (admit() has checked the queue depth and the CQ)
     ibv_sge sge[4];
     ibv_send_wr wr{};
