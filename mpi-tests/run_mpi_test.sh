@@ -5,6 +5,14 @@
 set -uo pipefail
 launcher=$1 np=$2 limit=$3; shift 3
 log=$(mktemp); trap 'rm -f "$log"' EXIT
+# ROCE_EXPECT_COUNTERS="a b|c ...": the ranks' counter files must show each counter (or one of
+# the |-separated alternatives) above zero, summed over the ranks. A fault test whose faults were
+# never injected (a misspelt setting) or never seen by the receiver proves nothing by passing.
+stats=""
+if [ -n "${ROCE_EXPECT_COUNTERS:-}" ]; then
+  stats=$(mktemp -d); trap 'rm -f "$log"; rm -rf "$stats"' EXIT
+  export UCX_RC_ROCE_STATS_DIR=$stats UCX_UD_ROCE_STATS_DIR=$stats
+fi
 echo "[mpi-test] UCX_TLS=${UCX_TLS:-rc_roce,self} np=$np: $*"
 timeout --kill-after=10 "$limit" "$launcher" -np "$np" --mca pml_base_verbose 10 "$@" >"$log" 2>&1
 rc=$?
@@ -43,5 +51,19 @@ if [ $rc -ne 0 ]; then
     exit 77
   fi
   echo "[mpi-test] FAIL: exit code $rc"; exit 1
+fi
+if [ -n "$stats" ]; then
+  missing=()
+  for want in $ROCE_EXPECT_COUNTERS; do
+    # "name value" lines of every rank's file, the interface's section only (above the first
+    # per-QP "# " line)
+    n=$(awk -v w="|$want|" 'FNR == 1 { top = 1; next } /^# / { top = 0 }
+          top && index(w, "|" $1 "|") && $2 ~ /^[0-9]+$/ { s += $2 } END { print s + 0 }' "$stats"/* 2>/dev/null)
+    echo "[mpi-test] counters $want: $n"
+    [ "$n" -gt 0 ] || missing+=("$want")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "[mpi-test] FAIL: counters at zero: ${missing[*]} (files: $(ls "$stats" | wc -l))"; exit 1
+  fi
 fi
 echo "[mpi-test] ok (pml ucx selected)"

@@ -8,16 +8,16 @@
 set -uo pipefail
 launcher=$1 pingpong=$2 tl=$3 secs=$4
 TL=${tl^^}
-log=$(mktemp); trap 'rm -f "$log"' EXIT
-export UCX_TLS=$tl,self "UCX_${TL}_FAULT_DROP=0.01" "UCX_${TL}_FAULT_DUPLICATE=0.01" \
+log=$(mktemp) stats=$(mktemp -d); trap 'rm -f "$log"; rm -rf "$stats"' EXIT
+export "UCX_${TL}_STATS_DIR=$stats" UCX_TLS=$tl,self "UCX_${TL}_FAULT_DROP=0.01" "UCX_${TL}_FAULT_DUPLICATE=0.01" \
        "UCX_${TL}_FAULT_REORDER=0.01" "UCX_${TL}_FAULT_CORRUPT=0.002" "UCX_${TL}_FAULT_SEED=$RANDOM"
 echo "[soak] $tl for ${secs}s, 1% drop/duplicate/reorder + 0.2% corruption on both sides"
 timeout -k 10 $((secs + 120)) "$launcher" -np 2 "$pingpong" --max-size 262144 --iters 20 --bw-iters 4 \
   --seconds "$secs" > "$log" 2>&1
 rc=$?
-python3 - "$log" "$rc" <<'PY'
-import re, sys
-log, rc = sys.argv[1], int(sys.argv[2])
+python3 - "$log" "$rc" "$stats" <<'PY'
+import glob, re, sys
+log, rc, stats = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 text = open(log).read()
 rounds = [(float(t), int(n), int(a), int(b)) for t, n, a, b in
           re.findall(r"^# round \d+ t=([\d.]+) transfers=(\d+) rss_kib=(\d+),(\d+)$", text, re.M)]
@@ -37,6 +37,20 @@ for r in (0, 1):
           f"{last // 1024} MiB at the end: growth {growth} KiB (limit {limit})")
     bad |= growth > limit
 print(f"[soak] {len(rounds)} rounds in {rounds[-1][0]:.0f} s, {transfers} transfers verified, {mism} mismatches")
+# The faults must have happened and been repaired (counter files of both ranks): a soak whose
+# injection silently stopped working would pass on clean traffic.
+counts = {}
+for path in glob.glob(stats + "/*"):
+    lines = open(path).read().splitlines()[1:]
+    for line in lines:
+        if line.startswith("# "):
+            break   # per-QP / per-peer sections: the interface's counters are above
+        k, _, v = line.partition(" ")
+        if v.strip().isdigit():
+            counts[k] = counts.get(k, 0) + int(v)
+for k in ("faults_dropped", "faults_duplicated", "faults_reordered", "faults_corrupted", "retransmits"):
+    print(f"[soak] {k}: {counts.get(k, 0)}")
+    bad |= counts.get(k, 0) == 0
 sys.exit("[soak] FAIL" if bad else 0)
 PY
 st=$?

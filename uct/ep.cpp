@@ -21,8 +21,6 @@ bool ep_has_tx_resources(const Ep* ep) {
            ep->inflight < ep->iface->sq_depth;
 }
 
-namespace {
-
 // Nothing posted on the ep is unaccounted for: every completion has been polled.
 bool ep_quiet(const Ep* ep) {
     return ep->pending.empty() && ep->amo_inflight == 0 && ep->inflight == 0;
@@ -36,6 +34,8 @@ bool iface_quiet(const Iface* iface) {
     }
     return true;
 }
+
+namespace {
 
 // Delivers the result of an Op of a live ep and calls the user back (or takes the next step
 // of a compare-and-swap loop).

@@ -23,6 +23,7 @@ extern "C" {
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <deque>
@@ -31,7 +32,6 @@ extern "C" {
 #include <new>
 #include <optional>
 #include <string>
-#include <atomic>
 #include <unordered_map>
 #include <vector>
 
@@ -448,6 +448,8 @@ void ep_progress_waiting(Iface* iface, unsigned& count);
 // Whether progress could do something right now without new packets (event_arm).
 bool ep_actionable(Iface* iface);
 bool ep_has_tx_resources(const Ep* ep);
+bool ep_quiet(const Ep* ep);
+bool iface_quiet(const Iface* iface);
 void ep_destroy_all(Iface* iface);
 
 // Internal AM id for keepalive probes (ep_check); user ids are < UCT_AM_ID_MAX.

@@ -174,11 +174,7 @@ ucs_status_t iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t*
     }
     ROCE_UCT_TRY("iface_flush", return _exc_status, {
         AsyncGuard guard(&iface->super);
-        bool busy = false;
-        for (auto& [qpn, ep] : iface->eps) {
-            busy = busy || ep->inflight != 0 || ep->amo_inflight != 0 || !ep->pending.empty();
-        }
-        if (!busy) {
+        if (iface_quiet(iface)) {
             UCT_TL_IFACE_STAT_FLUSH(&iface->super);
             return UCS_OK;
         }
