@@ -11,7 +11,12 @@ log=$(mktemp); trap 'rm -f "$log"' EXIT
 stats=""
 if [ -n "${ROCE_EXPECT_COUNTERS:-}" ]; then
   stats=$(mktemp -d); trap 'rm -f "$log"; rm -rf "$stats"' EXIT
-  export UCX_RC_ROCE_STATS_DIR=$stats UCX_UD_ROCE_STATS_DIR=$stats
+  case ${UCX_TLS:-rc_roce} in
+    *ud_roce*) export UCX_UD_ROCE_STATS_DIR=$stats ;;
+  esac
+  case ${UCX_TLS:-rc_roce} in
+    *rc_roce*) export UCX_RC_ROCE_STATS_DIR=$stats ;;
+  esac
 fi
 echo "[mpi-test] UCX_TLS=${UCX_TLS:-rc_roce,self} np=$np: $*"
 timeout --kill-after=10 "$limit" "$launcher" -np "$np" --mca pml_base_verbose 10 "$@" >"$log" 2>&1
@@ -59,6 +64,7 @@ if [ -n "$stats" ]; then
     # per-QP "# " line)
     n=$(awk -v w="|$want|" 'FNR == 1 { top = 1; next } /^# / { top = 0 }
           top && index(w, "|" $1 "|") && $2 ~ /^[0-9]+$/ { s += $2 } END { print s + 0 }' "$stats"/* 2>/dev/null)
+    n=${n:-0}
     echo "[mpi-test] counters $want: $n"
     [ "$n" -gt 0 ] || missing+=("$want")
   done

@@ -363,6 +363,7 @@ struct InjectedAnswers {
 
     void open(DeviceConfig ca) {
         ca.progress_thread = false;
+        ca.retransmit_timeout_us = 1'000'000;   // no retransmission but those the answers cause
         ASSERT_EQ(a.open(ca), Status::ok);
         ASSERT_EQ(b.open(cfg1024()), Status::ok);
         ASSERT_EQ(a.dev->create_qp(qa), Status::ok);

@@ -159,9 +159,7 @@ struct Sink {
 // busy_outer_lock: handlers are asynchronous but their lock is never free for the thread (UCX's
 // async lock as a mutex the owner holds): the thread cannot take over, yet must still send.
 std::unique_ptr<Transport> transport(Sink& s, uint64_t idle_takeover_ns, bool busy_outer_lock = false,
-                                     size_t hold_budget = TransportConfig{}.hold_budget) {
-    TransportConfig cfg;
-    cfg.hold_budget = hold_budget;
+                                     TransportConfig cfg = {}) {
     cfg.progress_thread = true;
     cfg.idle_takeover_ns = idle_takeover_ns;
     Transport::Callbacks cb;
@@ -230,13 +228,19 @@ TEST(UdBatch, ThreadSendsWhatWaitsWhenOwnerStops) {
 
 // A receiver whose owner is away (computing outside MPI): its thread keeps what arrives for the
 // owner, but no more than hold_budget; beyond it datagrams are not taken and the sender
-// retransmits them. Once the owner is back, every message arrives, in order, exactly once.
+// retransmits them, told that the receiver is busy: an owner away for longer than the sender's
+// peer timeout (0.3 s here, away 1 s) is not given up. Once the owner is back, every message
+// arrives, in order, exactly once.
 TEST(UdBatch, AbsentOwnerKeepsAtMostHoldBudget) {
     constexpr size_t budget = 256 << 10, len = 1000;
     constexpr uint32_t n = 600;   // ~600 KB: more than twice the budget
     Sink sa, sb;
-    auto a = transport(sa, 10'000'000'000ull);
-    auto b = transport(sb, 5'000'000, false, budget);
+    TransportConfig ca, cb;
+    ca.tx.peer_timeout_ns = 300'000'000;
+    ca.tx.max_rto_ns = 50'000'000;   // (retransmissions, and so busy ACKs, well within the timeout)
+    cb.hold_budget = budget;
+    auto a = transport(sa, 10'000'000'000ull, false, ca);
+    auto b = transport(sb, 5'000'000, false, cb);
     const auto to_b = a->peer(b->address());
     b->progress();   // the owner's last call for a while
     std::vector<uint8_t> m(len);
@@ -256,21 +260,46 @@ TEST(UdBatch, AbsentOwnerKeepsAtMostHoldBudget) {
     while (b->stats().over_budget == 0 && std::chrono::steady_clock::now() < end) {
         ASSERT_NO_FATAL_FAILURE(send_some());
     }
+    const auto away_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < away_until) {
+        ASSERT_NO_FATAL_FAILURE(send_some());
+    }
+    EXPECT_EQ(a->peer_status(to_b), Status::ok) << "the busy receiver was given up";
+    // A new peer's first datagram finds the receiver busy too (and gets a busy ACK first thing).
+    Sink sc;
+    auto c = transport(sc, 10'000'000'000ull, false, ca);
+    const auto c_to_b = c->peer(b->address());
+    uint32_t mark = 0xc0ffee;
+    iovec iov{&mark, sizeof(mark)};
+    ASSERT_EQ(c->send_am(c_to_b, 2, &iov, 1), Status::ok);
+    const auto c_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (std::chrono::steady_clock::now() < c_until) {
+        c->progress();
+        ASSERT_NO_FATAL_FAILURE(send_some());
+    }
+    EXPECT_EQ(c->peer_status(c_to_b), Status::ok);
     const TransportStats away = b->stats();
     EXPECT_GT(away.over_budget, 0u) << "the thread took everything (" << away.deferred_bytes << " bytes kept)";
     EXPECT_LE(away.deferred_bytes, budget + len + 64);
     EXPECT_TRUE(sb.msgs.empty()) << "delivered without the owner";
     end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (sb.msgs.size() < n && std::chrono::steady_clock::now() < end) {
+    while (sb.msgs.size() < n + 1 && std::chrono::steady_clock::now() < end) {
         ASSERT_NO_FATAL_FAILURE(send_some());
+        c->progress();
         b->progress();
     }
-    ASSERT_EQ(sb.msgs.size(), size_t(n));
-    for (uint32_t i = 0; i < n; ++i) {
+    ASSERT_EQ(sb.msgs.size(), size_t(n) + 1);
+    uint32_t next_a = 0;   // a's messages in order, c's one somewhere among them
+    for (const auto& msg : sb.msgs) {
         uint32_t v;
-        std::memcpy(&v, sb.msgs[i].data(), sizeof(v));
-        ASSERT_EQ(v, i);
+        std::memcpy(&v, msg.data(), sizeof(v));
+        if (msg.size() == sizeof(v)) {
+            EXPECT_EQ(v, mark);
+            continue;
+        }
+        ASSERT_EQ(v, next_a++);
     }
+    EXPECT_EQ(next_a, n);
     EXPECT_EQ(b->stats().deferred_bytes, 0u);
 }
 

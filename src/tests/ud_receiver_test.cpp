@@ -163,3 +163,28 @@ TEST_F(UdReceiverPool, HeldFirstFragmentWaitsForARoom) {
     EXPECT_EQ(budget.reasm_used, 0u);
     EXPECT_GT(budget.spare.capacity(), 0u) << "a finished AM's buffer serves the next";
 }
+
+// An AM whose sender fell silent gives its share of the pool back (release_stale); should the
+// sender come back after all, the rest of that AM is not taken nor acknowledged - it times out
+// and says so - instead of being consumed without the first part (an AM lost in silence).
+TEST_F(UdReceiverPool, SilentSendersShareGoesBackAndTheRestIsRefused) {
+    room_for(1);
+    const std::vector<uint8_t> part(300, 5);
+    Receiver r(cfg, &budget);
+    const uint64_t s = 1'000'000'000;
+    r.receive(frag(0, flag_first), part.data(), part.size(), 0, got);
+    EXPECT_FALSE(r.release_stale(s / 2, s)) << "not silent for long enough";
+    EXPECT_EQ(budget.reasm_used, 1000u);
+    EXPECT_TRUE(r.release_stale(2 * s, s));
+    EXPECT_EQ(budget.reasm_used, 0u);
+    EXPECT_EQ(r.stats().reasm_expired, 1u);
+    r.receive(frag(1, flag_last), part.data(), part.size(), 2 * s, got);   // the sender, back
+    EXPECT_EQ(r.ack(), 1u) << "the rest of the given-up AM was taken";
+    EXPECT_EQ(r.stats().reasm_refused, 1u);
+    EXPECT_TRUE(got.lens.empty());
+    // A peer that fails and starts over is a new sequence: nothing refused any more.
+    r.drop_held();
+    r.receive(frag(1, flag_first | flag_last), part.data(), 10, 2 * s, got);
+    EXPECT_EQ(r.ack(), 2u);
+    EXPECT_EQ(got.lens, std::vector<size_t>{10});
+}

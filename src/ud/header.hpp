@@ -35,6 +35,9 @@ enum : uint8_t {
     flag_first = 1u << 0,     // first fragment of an AM
     flag_last = 1u << 1,      // last fragment of an AM
     flag_ack_req = 1u << 2,   // acknowledge without delay
+    // (ACK) the receiver is alive but takes no data now: its owner is away with as much as it may
+    // keep waiting (Transport's deferred_). Not progress, but no reason to give the peer up.
+    flag_busy = 1u << 3,
 };
 
 inline constexpr uint8_t header_version = 1;

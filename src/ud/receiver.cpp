@@ -54,6 +54,13 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         ack_now_ = true;
         return;
     }
+    if (refusing_) {
+        if (h.type == PktType::data && !(h.flags & flag_first)) {
+            ++stats_.reasm_refused;   // (release_stale): never taken, the sender times out
+            return;
+        }
+        refusing_ = false;      // a new AM (or a probe) where the given-up one went on: not ours
+    }
     if (ooo_.empty()) {
         consume(h, payload, len, deliver);   // the common case: nothing held
         return;
@@ -104,6 +111,7 @@ void Receiver::drop_held() {
     ooo_.clear();
     in_msg_ = false;
     discarding_ = false;
+    refusing_ = false;
     reasm_release();
 }
 
@@ -112,7 +120,7 @@ bool Receiver::release_stale(uint64_t now, uint64_t idle_ns) {
         return false;
     }
     ++stats_.reasm_expired;
-    discarding_ = in_msg_;   // should the rest ever come, it is no AM of its own
+    refusing_ = in_msg_;
     in_msg_ = false;
     reasm_release();
     return true;

@@ -25,6 +25,7 @@ struct ReceiverStats {
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, out_of_window = 0, malformed = 0;
     uint64_t over_budget = 0;   // packets not kept: the transport's HoldBudget was spent
     uint64_t reasm_expired = 0; // AMs under way given up: their sender fell silent (release_stale)
+    uint64_t reasm_refused = 0; // their later fragments, not taken
 };
 
 // What all receivers of one transport may hold out of order together, in bytes (payload plus a
@@ -82,9 +83,11 @@ public:
     // back (a failed peer).
     void drop_held();
     // An AM under way whose sender has sent nothing for `idle_ns` (dead mid-message, or a
-    // stranger that sent a first fragment only) gives its reassembly reservation back and is
-    // discarded; true if it did. Its pool is shared: such leftovers would otherwise refuse every
-    // other peer's multi-packet AMs for good.
+    // stranger that sent a first fragment only) gives its reassembly reservation back; true if
+    // it did. Its pool is shared: such leftovers would otherwise refuse every other peer's
+    // multi-packet AMs for good. The rest of that AM is then never taken (nor acknowledged):
+    // should its sender be alive after all (stopped for that long), it times out and says so,
+    // instead of the AM going missing without a word.
     bool release_stale(uint64_t now, uint64_t idle_ns);
     bool holds_reservation() const { return reasm_reserved_; }
 
@@ -115,6 +118,7 @@ private:
     bool in_msg_ = false;
     uint64_t last_rx_ns_ = 0;                  // the sender's latest sequenced packet
     bool discarding_ = false;                  // rest of a malformed AM
+    bool refusing_ = false;                    // rest of an AM release_stale gave up
     uint32_t unacked_ = 0;
     uint64_t first_unacked_ns_ = 0;
     bool ack_now_ = false;

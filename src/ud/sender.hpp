@@ -83,6 +83,9 @@ public:
     void transmit(uint64_t now, const Emit& emit);
     // An acknowledgement from the peer (any packet's ack/sack fields).
     void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit);
+    // The peer said it is busy (header flag_busy): alive, so the peer timeout starts again, as
+    // rc_roce's RNR NAKs keep a requester waiting for a receiver whose owner is away.
+    void on_peer_busy(uint64_t now) { last_progress_ns_ = now; }
     // Retransmission timer and failure detection; returns false once the peer failed.
     // were_away: the caller has not run for a while (descheduled, computing), so an expired timer
     // says nothing about the peer, whose ACK may be waiting unread: the first expiry after such

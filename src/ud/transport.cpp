@@ -134,8 +134,9 @@ Sender& Transport::tx(Peer& p) {
 
 // The reassembly pool is full: AMs under way whose sender fell silent give their share back. A
 // sender mid-AM always has packets unacknowledged, so one we heard nothing from for longer than
-// peer_timeout has failed us by then (a live one retransmits far more often): what is dropped
-// here can no longer be completed. At most one walk over the peers per second.
+// peer_timeout has failed us by then (a live one retransmits far more often); one that was only
+// stopped that long gets the rest of its AM refused and times out (Receiver::release_stale),
+// nothing is lost in silence. At most one walk over the peers per second.
 void Transport::release_stale_reservations(uint64_t now) {
     const uint64_t idle = cfg_.tx.peer_timeout_ns + cfg_.tx.peer_timeout_ns / 4;
     if (elapsed_ns(now, last_reasm_sweep_ns_) < std::min<uint64_t>(idle / 4, 1'000'000'000)) {
@@ -192,17 +193,19 @@ bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     return true;
 }
 
-void Transport::send_ack(Peer& p) {
+void Transport::send_ack(Peer& p, uint8_t flags) {
     Header h;
     h.type = PktType::ack;
+    h.flags = flags;
     h.sender_id = cfg_.sender_id;
-    h.ack = p.rx->ack();
-    h.sack = p.rx->sack();
+    Receiver& r = rx(p);   // (a busy ACK may be the first word to a peer)
+    h.ack = r.ack();
+    h.sack = r.sack();
     uint8_t hdr[header_size];
     encode(h, hdr);
     iovec iov{hdr, header_size};
     if (put(p, &iov, 1) != Status::no_resource) {
-        p.rx->ack_sent();
+        r.ack_sent();
         ++stats_.acks_sent;
         ++p.acks_sent;
     }
@@ -353,9 +356,18 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     auto out = [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); };
     if (p.tx) {
         p.tx->on_ack(h.ack, h.sack, now, out);
+        if (h.type == PktType::ack && (h.flags & flag_busy)) {
+            p.tx->on_peer_busy(now);
+        }
     }
     if (h.type != PktType::ack && passive_ && deferred_bytes_ >= cfg_.hold_budget) {
-        ++stats_.over_budget;   // not taken (the owner has enough waiting): sent again later
+        // Not taken (the owner has enough waiting): sent again later. The sender hears why, or
+        // a rank computing for longer than the peer timeout would be given up.
+        ++stats_.over_budget;
+        if (elapsed_ns(now, p.last_busy_ack_ns) >= 1'000'000) {
+            p.last_busy_ack_ns = now;
+            send_ack(p, flag_busy);
+        }
     } else if (h.type != PktType::ack) {
         if (hold_budget_.reasm_used + cfg_.rx.max_msg > hold_budget_.reasm_limit) {
             release_stale_reservations(now);
@@ -608,6 +620,7 @@ TransportStats Transport::stats() const {
             s.malformed += r.malformed;
             s.over_budget += r.over_budget;
             s.reasm_expired += r.reasm_expired;
+            s.reasm_refused += r.reasm_refused;
         }
     }
     return s;
@@ -626,7 +639,7 @@ Transport::Counters Transport::counters() const {
             {"timeouts", s.timeouts}, {"window_cuts", s.window_cuts}, {"delivered", s.delivered},
             {"duplicates", s.duplicates}, {"out_of_order", s.out_of_order}, {"out_of_window", s.out_of_window},
             {"restarted_peers", s.restarted_peers}, {"peers_refused", s.peers_refused},
-            {"over_budget", s.over_budget}, {"reasm_expired", s.reasm_expired},
+            {"over_budget", s.over_budget}, {"reasm_expired", s.reasm_expired}, {"reasm_refused", s.reasm_refused},
             {"deferred_bytes_now", s.deferred_bytes},
             {"faults_dropped", d.faults_dropped},
             {"faults_duplicated", d.faults_duplicated}, {"faults_reordered", d.faults_reordered},
@@ -658,7 +671,7 @@ std::vector<Transport::PeerCounters> Transport::peer_counters() const {
                       {"timers_deferred", t.timers_deferred},
                       {"window_cuts", t.window_cuts}, {"delivered", r.delivered}, {"duplicates", r.duplicates},
                       {"out_of_order", r.out_of_order}, {"out_of_window", r.out_of_window}, {"malformed", r.malformed},
-                      {"over_budget", r.over_budget}, {"reasm_expired", r.reasm_expired},
+                      {"over_budget", r.over_budget}, {"reasm_expired", r.reasm_expired}, {"reasm_refused", r.reasm_refused},
                       {"window_now", p.tx ? uint64_t(p.tx->cwnd()) : 0},
                       {"packet_payload_now", p.frag}};
         if (p.tx && p.tx->delay()) {

@@ -64,7 +64,8 @@ struct TransportStats {
     uint64_t peers_refused = 0;   // datagrams from a new source beyond max_passive_peers
     uint64_t over_budget = 0;     // packets not taken: hold_budget (or the reassembly pool) spent,
                                   // or AMs kept for an absent owner reached hold_budget
-    uint64_t reasm_expired = 0;   // AMs under way dropped: their sender fell silent (peers failed)
+    uint64_t reasm_expired = 0;   // AMs under way given up: their sender fell silent (peers failed)
+    uint64_t reasm_refused = 0;   // later fragments of those, not taken (their sender times out)
     uint64_t deferred_bytes = 0;  // gauge: AMs the background thread received, kept for the owner
 };
 
@@ -165,13 +166,14 @@ private:
         std::unique_ptr<Sender> tx;
         std::unique_ptr<Receiver> rx;
         uint64_t data_sent = 0, acks_sent = 0, probes_sent = 0, bytes_sent = 0;
+        uint64_t last_busy_ack_ns = 0;   // (at most one busy ACK per millisecond)
     };
 
     Sender& tx(Peer& p);
     Receiver& rx(Peer& p);
     bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
     Status put(const Peer& p, const iovec* iov, size_t iovcnt);   // send or send_held (hold_)
-    void send_ack(Peer& p);
+    void send_ack(Peer& p, uint8_t flags = 0);
     void on_datagram(const Datagram& d, uint64_t now);
     void fail(PeerId id, Status why);
     void activate(PeerId id);
