@@ -173,18 +173,25 @@ TEST_F(UdReceiverPool, SilentSendersShareGoesBackAndTheRestIsRefused) {
     Receiver r(cfg, &budget);
     const uint64_t s = 1'000'000'000;
     r.receive(frag(0, flag_first), part.data(), part.size(), 0, got);
+    r.receive(frag(2, 0), part.data(), part.size(), 0, got);   // held (hole at 1)
+    EXPECT_GT(budget.used, 0u);
     EXPECT_FALSE(r.release_stale(s / 2, s)) << "not silent for long enough";
+    r.heard(s);   // a packet not taken (Transport: the owner away) is news from the sender too
+    EXPECT_FALSE(r.release_stale(3 * s / 2, s));
     EXPECT_EQ(budget.reasm_used, 1000u);
-    EXPECT_TRUE(r.release_stale(2 * s, s));
+    EXPECT_TRUE(r.release_stale(3 * s, s));
     EXPECT_EQ(budget.reasm_used, 0u);
+    EXPECT_EQ(budget.used, 0u) << "what was held behind it would never drain";
     EXPECT_EQ(r.stats().reasm_expired, 1u);
-    r.receive(frag(1, flag_last), part.data(), part.size(), 2 * s, got);   // the sender, back
+    r.receive(frag(3, flag_last), part.data(), part.size(), 3 * s, got);   // the sender, back
+    r.receive(frag(1, 0), part.data(), part.size(), 3 * s, got);
     EXPECT_EQ(r.ack(), 1u) << "the rest of the given-up AM was taken";
-    EXPECT_EQ(r.stats().reasm_refused, 1u);
+    EXPECT_EQ(r.stats().reasm_refused, 2u);
+    EXPECT_EQ(budget.used, 0u);
     EXPECT_TRUE(got.lens.empty());
     // A peer that fails and starts over is a new sequence: nothing refused any more.
     r.drop_held();
-    r.receive(frag(1, flag_first | flag_last), part.data(), 10, 2 * s, got);
+    r.receive(frag(1, flag_first | flag_last), part.data(), 10, 3 * s, got);
     EXPECT_EQ(r.ack(), 2u);
     EXPECT_EQ(got.lens, std::vector<size_t>{10});
 }

@@ -490,14 +490,17 @@ TEST(UdTransport, StrangersCannotPinMemory) {
 TEST(UdTransport, SilentSendersGiveTheirReassemblyBack) {
     // 16 sources (the reassembly pool's share: 16 x max_msg here) each send the first fragment of
     // an AM and fall silent (died mid-message, or a stranger's trick). Once they have been silent
-    // longer than the peer timeout their reservations go back, and a live peer's multi-packet AMs
-    // - refused until then - arrive, all of them, in order.
+    // for a quarter of the peer timeout their reservations go back, and a live peer's
+    // multi-packet AMs - refused until then - arrive, all of them, in order, before that peer
+    // (same timeout) gives up. Timeouts scaled down: 2 s, retransmissions at most every 50 ms.
     Link l;
     Sink sa, sb;
     TransportConfig small;
+    small.tx.max_rto_ns = 50'000'000;
+    TransportConfig ca = small;
     small.hold_budget = 256 << 10;   // the pool: max(this, 16 x 64 KiB)
-    auto a = make(std::make_unique<LinkQp>(l, 0), sa);
-    auto b = make(std::make_unique<LinkQp>(l, 1), sb, 400'000'000ull, 200'000, small);
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 2'000'000'000ull, 200'000, ca);
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb, 2'000'000'000ull, 200'000, small);
     std::vector<uint8_t> pkt(header_size + 1000, 0xcd);
     for (uint32_t s = 0; s < 16; ++s) {
         const UdAddr src{{2, {}, 3000}, 200 + s};

@@ -31,6 +31,10 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         return;
     }
     if (h.psn != rcv_next_) {
+        if (refusing_) {
+            ++stats_.reasm_refused;   // nothing is held behind a refused AM: it never drains
+            return;
+        }
         if (seq_lt(rcv_next_ + cfg_.window, h.psn)) {
             ++stats_.out_of_window;
             return;
@@ -123,6 +127,9 @@ bool Receiver::release_stale(uint64_t now, uint64_t idle_ns) {
     refusing_ = in_msg_;
     in_msg_ = false;
     reasm_release();
+    while (refusing_ && !ooo_.empty()) {
+        unhold(ooo_.begin());   // (held beyond it: would never drain)
+    }
     return true;
 }
 

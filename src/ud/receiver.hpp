@@ -90,6 +90,8 @@ public:
     // instead of the AM going missing without a word.
     bool release_stale(uint64_t now, uint64_t idle_ns);
     bool holds_reservation() const { return reasm_reserved_; }
+    // The sender was heard although its packet was not taken (Transport: the owner is away).
+    void heard(uint64_t now) { last_rx_ns_ = now; }
 
 private:
     struct Held {

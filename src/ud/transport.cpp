@@ -133,12 +133,14 @@ Sender& Transport::tx(Peer& p) {
 }
 
 // The reassembly pool is full: AMs under way whose sender fell silent give their share back. A
-// sender mid-AM always has packets unacknowledged, so one we heard nothing from for longer than
-// peer_timeout has failed us by then (a live one retransmits far more often); one that was only
-// stopped that long gets the rest of its AM refused and times out (Receiver::release_stale),
-// nothing is lost in silence. At most one walk over the peers per second.
+// sender mid-AM always has packets unacknowledged and retransmits them at least every max_rto
+// (0.5 s), so one we heard nothing from for a quarter of the peer timeout (7.5 s), and 4 x
+// max_rto at least, is dead or stopped; one that was only stopped gets the rest of its AM
+// refused and times out (Receiver::release_stale): nothing is lost in silence. Well within the
+// peer timeout, so that a sender the full pool keeps waiting (whose first fragments are refused
+// meanwhile) is not given up before the pool is swept. At most one walk over the peers per second.
 void Transport::release_stale_reservations(uint64_t now) {
-    const uint64_t idle = cfg_.tx.peer_timeout_ns + cfg_.tx.peer_timeout_ns / 4;
+    const uint64_t idle = std::max(cfg_.tx.peer_timeout_ns / 4, 4 * cfg_.tx.max_rto_ns);
     if (elapsed_ns(now, last_reasm_sweep_ns_) < std::min<uint64_t>(idle / 4, 1'000'000'000)) {
         return;
     }
@@ -364,6 +366,9 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
         // Not taken (the owner has enough waiting): sent again later. The sender hears why, or
         // a rank computing for longer than the peer timeout would be given up.
         ++stats_.over_budget;
+        if (p.rx) {
+            p.rx->heard(now);   // alive: its AM under way is not a silent sender's (release_stale)
+        }
         if (elapsed_ns(now, p.last_busy_ack_ns) >= 1'000'000) {
             p.last_busy_ack_ns = now;
             send_ack(p, flag_busy);
