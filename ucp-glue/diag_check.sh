@@ -137,6 +137,10 @@ sys.exit(bad)' || { echo "[diag] FAIL: locality disagrees with sysfs"; exit 1; }
       || { echo "[diag] FAIL: no clear MTU mismatch message"; exit 1; }
     ip netns exec "$ns" env UCX_RC_ROCE_MTU=1024 "$doctor" devices >/dev/null \
       || { echo "[diag] FAIL: UCX_RC_ROCE_MTU=1024 fits a 1500-byte netdev but a check failed"; exit 1; }
+    # Not a RoCE MTU at all (the transports refuse it): a failed check, not "needs 60-byte packets".
+    bad=$(ip netns exec "$ns" env UCX_RC_ROCE_MTU=1000 "$doctor" devices); brc=$?
+    [ $brc -eq 1 ] && echo "$bad" | grep -q "^check v0 UCX_RC_ROCE_MTU: FAIL - .*is not a RoCE MTU" \
+      || { echo "[diag] FAIL: UCX_RC_ROCE_MTU=1000 passed roce_doctor devices (exit $brc)"; exit 1; }
   else
     echo "[diag] (no network namespaces here: MTU mismatch case skipped)"
   fi

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "common/netns.hpp"
+#include "common/roce_mtu.hpp"
 #include "gid/locality.hpp"
 #include "gid/synth.hpp"
 #include "gid/traffic_class.hpp"
@@ -343,7 +344,7 @@ uint32_t resolve_mtu(size_t configured, const Netdev& d, const char* tl) {
             ucs_error("%s: %s: its MTU %u cannot carry even 256-byte RoCE packets", tl, d.name.c_str(), d.mtu);
         return fits;
     }
-    if (configured != 256 && configured != 512 && configured != 1024 && configured != 2048 && configured != 4096) {
+    if (!valid_roce_mtu(configured)) {
         ucs_error("%s: %s=%zu is not an IB MTU (256, 512, 1024, 2048, 4096 or auto)", tl, var.c_str(), configured);
         return 0;
     }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cc/config.hpp"
+#include "common/roce_mtu.hpp"
 #include "gid/traffic_class.hpp"
 #include "netdev.hpp"
 #include "sw/ud_qp.hpp"
@@ -291,8 +292,7 @@ uct_iface_internal_ops_t ud_iface_internal_ops = {
 };
 
 ucs_status_t validate(const UdIfaceConfig& c) {
-    if (c.mtu != UCS_ULUNITS_AUTO && c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 &&
-        c.mtu != 4096) {
+    if (c.mtu != UCS_ULUNITS_AUTO && !valid_roce_mtu(c.mtu)) {
         ucs_error("ud_roce: UCX_UD_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto", c.mtu);
         return UCS_ERR_INVALID_PARAM;
     }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 namespace roce {
@@ -19,21 +20,27 @@ namespace {
 
 // Runs fn on a short-lived thread joined to the namespace `nsfd`: setns(CLONE_NEWNET) changes only
 // the calling thread, so the caller's own threads stay where they are. Returns 0, or the errno of
-// a refused setns (fn not run). Exceptions of fn are rethrown here.
+// a refused setns (fn not run), or EAGAIN when no thread can be started (a container's pids
+// limit: std::thread throws, and the callers promise an errno). Exceptions of fn are rethrown.
 int run_in_netns(int nsfd, const std::function<void()>& fn) {
     int err = 0;
     std::exception_ptr exc;
-    std::thread t([&] {
-        if (::setns(nsfd, CLONE_NEWNET) != 0) {
-            err = errno;
-            return;
-        }
-        try {
-            fn();
-        } catch (...) {
-            exc = std::current_exception();
-        }
-    });
+    std::thread t;
+    try {
+        t = std::thread([&] {
+            if (::setns(nsfd, CLONE_NEWNET) != 0) {
+                err = errno;
+                return;
+            }
+            try {
+                fn();
+            } catch (...) {
+                exc = std::current_exception();
+            }
+        });
+    } catch (const std::system_error&) {
+        return EAGAIN;
+    }
     t.join();
     if (exc)
         std::rethrow_exception(exc);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/roce_mtu.hpp"
 #include "gid/doctor_net.hpp"
 #include "gid/doctor_pingpong.hpp"
 #include "gid/doctor_pmtu.hpp"
@@ -320,8 +321,6 @@ private:
     Message server_;
     bool pmtu_failed_ = false;   // ping-pong failures then point at it: the likely cause
 };
-
-bool valid_roce_mtu(unsigned long m) { return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096; }
 
 } // namespace
 

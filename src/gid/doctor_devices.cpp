@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/roce_mtu.hpp"
 #include "gid/config.hpp"
 #include "gid/doctor.hpp"
 #include "gid/gid_table.hpp"
@@ -241,7 +242,15 @@ int devices_main(int argc, char** argv) {
             const char* v = std::getenv(var);
             if (v == nullptr || !std::strcmp(v, "auto"))
                 continue;
-            const unsigned m = unsigned(std::strtoul(v, nullptr, 10)), need = gid::roce_packet_bytes(m, v6);
+            char* end = nullptr;
+            const unsigned long m = std::strtoul(v, &end, 10);
+            if (*end != '\0' || !valid_roce_mtu(m)) {   // as the transports refuse it
+                checks.push_back({d.name + " " + var, false,
+                                  std::string(var) + "=" + v + " is not a RoCE MTU (256, 512, 1024, 2048, 4096 or "
+                                  "auto): the transport refuses to open"});
+                continue;
+            }
+            const unsigned need = gid::roce_packet_bytes(unsigned(m), v6);
             const bool fits = need <= d.mtu;
             checks.push_back({d.name + " " + var, fits,
                               std::string(var) + "=" + v + " needs " + std::to_string(need) + "-byte packets, " +

@@ -6,11 +6,13 @@
 // --sysfs DIR reads DIR/sys/..., DIR/proc/..., DIR/addrs and DIR/routes instead of the live
 // system (the test fixtures have this layout). Settings come from UCX_RC_ROCE_* in the
 // environment, then --set.
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -170,7 +172,16 @@ int gid_main(int argc, char** argv) {
         else if (a == "--dev") {
             opt.dev = value();
             if (auto c = opt.dev.find(':'); c != std::string::npos) {
-                opt.port = static_cast<unsigned>(std::strtoul(opt.dev.c_str() + c + 1, nullptr, 10));
+                // (0 means every port: a port that does not parse must not read as that)
+                const std::string_view p = std::string_view(opt.dev).substr(c + 1);
+                unsigned n = 0;
+                const auto r = std::from_chars(p.data(), p.data() + p.size(), n);
+                if (p.empty() || r.ec != std::errc() || r.ptr != p.data() + p.size() || n == 0 || n > 255) {
+                    std::fprintf(stderr, "roce_doctor: --dev %s: the port is a number 1..255 (DEV:PORT)\n",
+                                 opt.dev.c_str());
+                    return 2;
+                }
+                opt.port = n;
                 opt.dev.resize(c);
             }
         } else if (a == "--netdev") opt.netdevs.push_back(value());

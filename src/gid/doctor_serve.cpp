@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/roce_mtu.hpp"
 #include "gid/doctor.hpp"
 #include "gid/doctor_net.hpp"
 #include "gid/doctor_pingpong.hpp"
@@ -49,8 +50,6 @@ struct ServeOptions {
 
 constexpr int hello_timeout_ms = 5000;
 constexpr int write_timeout_ms = 2000;
-
-bool valid_roce_mtu(unsigned long m) { return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096; }
 
 // Reads whatever is queued on the UDP socket and acknowledges the probes among it.
 void drain_probes(int udp) {

@@ -404,6 +404,10 @@ Status load_net_model(const SysRoot& root, NetModel& out, std::string& err) {
             if (auto a = parse_ip_addr_line(l)) out.addrs.push_back(*a);
     } else if (root.live()) {
         load_live_addrs(out);
+    } else {
+        // Without it every global GID would read "address not configured: stale", silently.
+        err = "no " + root.path("addrs") + ": a system root other than / needs the `ip -o addr` output there";
+        return Status::no_device;
     }
 
     bool have_routes = load_lines(root, "routes", parse_ip_route_line, out.routes);

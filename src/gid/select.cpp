@@ -54,7 +54,10 @@ std::optional<Reject> check_entry(const GidEntry& e, const NetModel& net) {
         return Reject{Verdict::tunnel, "netdev " + e.ndev + " is a " + nd->kind +
                                            " tunnel: the NIC sends RoCE packets on the port, unencapsulated"};
     }
-    if (!nd->master.empty()) {
+    // A VRF is a master too (sysfs `master`), but a routing domain, not a link: its members keep
+    // their addresses and their GIDs.
+    if (const Netdev* m = nd->master.empty() ? nullptr : net.find(nd->master);
+        !nd->master.empty() && !(m != nullptr && m->kind == "vrf")) {
         return Reject{Verdict::enslaved, "netdev " + e.ndev + " is a slave of " + nd->master +
                                              ": its traffic and addresses belong to " + nd->master};
     }

@@ -44,7 +44,8 @@ Status choose_netdev_address(const NetModel& net, std::string_view netdev, const
     Status st = sel.status;
     if (st != Status::ok) {
         err = sel.error;
-    } else if (port.gids[*sel.index].ip().is_link_local()) {
+    } else if (const IpAddr ip = port.gids[*sel.index].ip(); ip.is_link_local() && ip.family() == Family::inet6) {
+        // (IPv4 link-local, 169.254/16, has no scope: a socket binds it like any other)
         err = "only link-local addresses on " + std::string(netdev) +
               " qualify; the userspace device needs an address without a scope (" + sel.reason + ")";
         st = Status::no_device;

@@ -1,9 +1,11 @@
 #include "gid/sysroot.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace roce::gid {
 namespace fs = std::filesystem;
@@ -20,12 +22,23 @@ std::string SysRoot::path(std::string_view rel) const {
 }
 
 std::optional<std::string> SysRoot::read(std::string_view rel) const {
-    std::ifstream in(path(rel));
-    if (!in) return std::nullopt;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return std::nullopt;   // EINVAL from a sysfs show() lands here
-    std::string s = ss.str();
+    // read(2), not a stream: a sysfs show() that fails (EINVAL) fails the read, which an
+    // ifstream hands to `<<` as an exception it swallows - the value then read as "".
+    const int fd = ::open(path(rel).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::string s;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            ::close(fd);
+            return std::nullopt;
+        }
+        if (n == 0) break;
+        s.append(buf, size_t(n));
+    }
+    ::close(fd);
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
         s.pop_back();
     return s;

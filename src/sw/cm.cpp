@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/roce_mtu.hpp"
 #include "sw/device_impl.hpp"
 #include "wire/byteorder.hpp"
 
@@ -64,8 +65,6 @@ std::array<uint8_t, 18> peer_key(const WireAddr& a) {
     k[17] = uint8_t(a.port);
     return k;
 }
-
-bool valid_mtu(uint32_t m) { return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096; }
 
 } // namespace
 
@@ -170,7 +169,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
     }
     switch (m.type) {
     case cm::MsgType::req: {
-        if (!valid_mtu(m.mtu) || src.family != sock_.local().family) {
+        if (!valid_roce_mtu(m.mtu) || src.family != sock_.local().family) {
             cm_reject(src, m);
             return;
         }
@@ -233,7 +232,7 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             return;
         if (qp->state != QpState::connecting)
             return;   // duplicate REP
-        if (!valid_mtu(m.mtu))
+        if (!valid_roce_mtu(m.mtu))
             return;
         qp->dest_qpn = m.src_qpn;
         qp->mtu = std::min(qp->mtu, m.mtu);

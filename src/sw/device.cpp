@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.hpp"
+#include "common/roce_mtu.hpp"
 #include "sw/device_impl.hpp"
 
 namespace roce::sw {
@@ -53,7 +54,7 @@ Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique
     auto pdi = std::dynamic_pointer_cast<PdImpl>(pd);
     if (!pdi)
         return Status::invalid_param;
-    if (cfg.mtu != 256 && cfg.mtu != 512 && cfg.mtu != 1024 && cfg.mtu != 2048 && cfg.mtu != 4096)
+    if (!valid_roce_mtu(cfg.mtu))
         return Status::invalid_param;
     if (cfg.sq_depth == 0 || cfg.max_rd_atomic == 0 || cfg.ack_coalesce == 0 ||
         cfg.retransmit_timeout_us == 0 || cfg.recv_queue_len == 0)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/roce_mtu.hpp"
 #include "sw/device_impl.hpp"
 
 namespace roce::sw {
@@ -25,7 +26,7 @@ Status DeviceImpl::connect_qp_manual(uint32_t qpn, const ManualPeer& mp) {
         return Status::unreachable;
     const uint32_t mtu = mp.mtu ? mp.mtu : cfg_.mtu;
     if (mp.addr.port == 0 || mp.qpn < 2 || mp.qpn > wire::psn_mask || mp.sq_psn > wire::psn_mask ||
-        mp.rq_psn > wire::psn_mask || (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096))
+        mp.rq_psn > wire::psn_mask || !valid_roce_mtu(mtu))
         return Status::invalid_param;
     set_peer(*qp, mp.addr);
     qp->manual = true;

@@ -12,6 +12,7 @@
 
 #include "common/clock.hpp"
 #include "common/log.hpp"
+#include "common/roce_mtu.hpp"
 #include "gid/traffic_class.hpp"
 #include "sw/class_sockets.hpp"
 #include "sw/fault.hpp"
@@ -33,8 +34,7 @@ public:
     explicit UdQpImpl(const UdQpConfig& cfg) : cfg_(cfg), faults_(cfg.faults) {}
 
     Status init() {
-        if (cfg_.mtu != 256 && cfg_.mtu != 512 && cfg_.mtu != 1024 && cfg_.mtu != 2048 &&
-            cfg_.mtu != 4096) {
+        if (!valid_roce_mtu(cfg_.mtu)) {
             return Status::invalid_param;
         }
         const Status s = sock_.open(cfg_.ip, cfg_.ports, cfg_.traffic_class, cfg_.priority, true);

@@ -41,6 +41,16 @@ std::vector<PeerGid> peer(const char* addr) { return {PeerGid{Gid{*IpAddr::parse
 
 } // namespace
 
+// A VRF member has a sysfs master as a bond slave does, but keeps its addresses and GIDs: it was
+// rejected as a slave (no usable GID on any port in a VRF).
+TEST(GidSelectVrf, MemberIsNoSlave) {
+    Host h("vrf");
+    const Selection s = select_gid(h.port("mlx5_0"), h.net, config());
+    ASSERT_EQ(s.status, Status::ok) << s.error;
+    EXPECT_EQ(*s.index, 3u);
+    EXPECT_HAS(s.reason, "RoCE v2 IPv4 10.0.0.1 on ens1f0");
+}
+
 // ---------------------------------------------------------------- mlx5, RoCE v1 + v2, IPv4 + IPv6
 
 TEST(GidSelectMlx5, InterfaceDefaultIsV2Ipv4) {

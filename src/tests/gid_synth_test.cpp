@@ -83,6 +83,14 @@ TEST(GidSynth, UserspaceDeviceAddress) {
     ASSERT_EQ(load_net_model(SysRoot(fixtures + "/link_local_only"), net, err), Status::ok) << err;
     EXPECT_EQ(choose_netdev_address(net, "ens2f0", GidConfig{}, ip, err), Status::no_device);
     EXPECT_HAS(err, "only link-local addresses on ens2f0 qualify");
+
+    // IPv4 link-local beside a global IPv6 address: the policy's IPv4 choice is bindable (it was
+    // refused as link-local, with an error that named no usable address).
+    ASSERT_EQ(load_net_model(SysRoot(fixtures + "/ipv4_link_local"), net, err), Status::ok) << err;
+    ASSERT_EQ(choose_netdev_address(net, "ens2f0", GidConfig{}, ip, err), Status::ok) << err;
+    EXPECT_EQ(ip.str(), "169.254.3.3");
+    ASSERT_EQ(choose_netdev_address(net, "ens2f0", cfg({{"ADDR_FAMILY", "inet6"}}), ip, err), Status::ok) << err;
+    EXPECT_EQ(ip.str(), "2001:db8::5");
 }
 
 // The loopback demo: the userspace device on lo, peer on the same host.
@@ -142,6 +150,13 @@ TEST(GidDoctor, BadSettingsAreOneLineErrors) {
     r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --dev mlx5_7");
     EXPECT_EQ(r.code, 1);
     EXPECT_HAS(r.out, "RDMA device 'mlx5_7' not found");
+    for (const char* bad : {"mlx5_0:abc", "mlx5_0:", "mlx5_0:0", "mlx5_0:1x"}) {   // (read as "every port")
+        r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --dev " + bad);
+        EXPECT_EQ(r.code, 2) << bad;
+        EXPECT_HAS(r.out, "the port is a number 1..255");
+    }
+    r = doctor("gid --sysfs " + fixtures + "/mlx5_v1v2 --dev mlx5_0:1");
+    EXPECT_EQ(r.code, 0) << r.out;
     r = doctor("frobnicate");
     EXPECT_EQ(r.code, 2);
     EXPECT_HAS(r.out, "unknown subcommand 'frobnicate'; valid: gid");

@@ -2,11 +2,16 @@
 // `ip -o route` text, /proc/net/route and /proc/net/ipv6_route.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gid/gid_table.hpp"
 #include "gid/netdev.hpp"
+#include "gid/sysroot.hpp"
 
 using namespace roce::gid;
 using roce::Status;
@@ -163,4 +168,26 @@ TEST(GidNet, OwnAddressesAreLocalRoutes) {
     ASSERT_NE(r, nullptr);
     EXPECT_TRUE(r->local);
     EXPECT_NE(net.route_via(*IpAddr::parse("127.0.0.5"), "lo"), nullptr);
+}
+
+// A file whose read fails (sysfs: a show() returning EINVAL; here a directory, EISDIR) is no
+// value, not an empty one: an empty link_layer refused the port as "not Ethernet".
+TEST(GidSysfs, UnreadableFileIsNoValue) {
+    const auto dir = std::filesystem::temp_directory_path() / ("roce-sysroot-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir / "sub");
+    std::ofstream(dir / "empty").close();
+    std::ofstream(dir / "value") << "Ethernet\n";
+    const SysRoot root(dir.string());
+    EXPECT_EQ(root.read("sub"), std::nullopt);
+    EXPECT_EQ(root.read("missing"), std::nullopt);
+    EXPECT_EQ(root.read("empty"), std::optional<std::string>(""));
+    EXPECT_EQ(root.read("value"), std::optional<std::string>("Ethernet"));
+    // A system root other than / without its address list (`roce_doctor gid --sysfs DIR`): an
+    // error naming the file, not every GID reported stale.
+    std::filesystem::create_directories(dir / "sys/class/net/eth0");
+    NetModel net;
+    std::string err;
+    EXPECT_EQ(load_net_model(root, net, err), Status::no_device);
+    EXPECT_NE(err.find(dir.string() + "/addrs"), std::string::npos) << err;
+    std::filesystem::remove_all(dir);
 }

@@ -110,6 +110,10 @@ TEST(Pcap, GarbageAndMissingFiles) {
     std::string err;
     EXPECT_EQ(read_pcap("/nonexistent/x.pcap", f, err), Status::io_error);
     EXPECT_NE(err.find("cannot open"), std::string::npos);
+    // A directory opens, then read(2) fails (EISDIR): libstdc++ throws from the stream; it was
+    // roce_doctor wire's abort.
+    EXPECT_EQ(read_pcap("/tmp", f, err), Status::io_error);
+    EXPECT_NE(err.find("/tmp"), std::string::npos) << err;
     std::vector<uint8_t> junk(100, 0x42);
     EXPECT_EQ(parse_pcap(junk, f, err), Status::invalid_param);
     EXPECT_NE(err.find("magic"), std::string::npos);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log.hpp"
+#include "common/roce_mtu.hpp"
 #include "verbs/device_impl.hpp"
 #include "verbs/ports.hpp"
 #include "verbs/recv_chain.hpp"
@@ -24,7 +25,7 @@ bool set_nonblock(int fd) {
 } // namespace
 
 Status Device::open(const DeviceConfig& cfg, std::shared_ptr<Pd> pd, std::unique_ptr<Device>& out) {
-    if (cfg.mtu != 256 && cfg.mtu != 512 && cfg.mtu != 1024 && cfg.mtu != 2048 && cfg.mtu != 4096)
+    if (!valid_roce_mtu(cfg.mtu))
         return Status::invalid_param;
     if (cfg.sq_depth == 0 || cfg.max_rd_atomic == 0 || cfg.max_recv_msg == 0 ||
         cfg.recv_buffers == 0 || cfg.bounce_slots == 0 || cfg.bounce_size < 8 ||

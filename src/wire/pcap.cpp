@@ -143,7 +143,14 @@ Status read_pcap(const std::string& path, std::vector<PcapFrame>& out, std::stri
         err = "pcap: cannot open " + path;
         return Status::io_error;
     }
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes;
+    try {
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure& e) {
+        // libstdc++'s filebuf throws when read(2) fails: a directory opens fine, then EISDIR
+        err = "pcap: cannot read " + path + ": " + e.code().message();
+        return Status::io_error;
+    }
     if (in.bad()) {
         err = "pcap: read error on " + path;
         return Status::io_error;
