@@ -91,6 +91,11 @@ bad_gid_settings)
   refused ud_roce UCX_UD_ROCE_CC=dcqcn
   refused ud_roce UCX_UD_ROCE_CC=fast
   refused rc_roce UCX_RC_ROCE_CC=fast
+  # Values that made the congestion control's arithmetic meaningless (an infinite line rate no CNP
+  # lowers, a nanosecond timer the catch-up loop cannot follow, a pacer bucket a byte cannot dent).
+  refused rc_roce UCX_RC_ROCE_CC_LINE_RATE=inf
+  refused rc_roce UCX_RC_ROCE_DCQCN_TIMER=1ns
+  refused rc_roce UCX_RC_ROCE_PACER_BURST=2GB
   ;;
 device_filter)
   # The device lists apply each transport's own GID settings, read as iface open reads them: from

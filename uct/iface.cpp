@@ -19,6 +19,7 @@
 
 #include "common/counters_file.hpp"
 #include "common/log.hpp"
+#include "common/roce_mtu.hpp"
 #include "gid/synth.hpp"
 #include "gid/traffic_class.hpp"
 
@@ -399,8 +400,7 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
 }
 
 ucs_status_t validate_config(const IfaceConfig& c) {
-    if (c.mtu != UCS_ULUNITS_AUTO && c.mtu != 256 && c.mtu != 512 && c.mtu != 1024 && c.mtu != 2048 &&
-        c.mtu != 4096) {
+    if (c.mtu != UCS_ULUNITS_AUTO && !valid_roce_mtu(c.mtu)) {
         ucs_error("rc_roce: UCX_RC_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto",
                   c.mtu);
         return UCS_ERR_INVALID_PARAM;
@@ -422,6 +422,12 @@ ucs_status_t validate_config(const IfaceConfig& c) {
             ucs_error("rc_roce: fault probabilities must be in [0, 1] (got %g)", p);
             return UCS_ERR_INVALID_PARAM;
         }
+    }
+    // (an infinite line rate is one no CNP can lower; NaN compares false everywhere)
+    if (!(c.cc_line_rate >= 0 && c.cc_line_rate <= 1e4)) {
+        ucs_error("rc_roce: UCX_RC_ROCE_CC_LINE_RATE=%g: not a line rate; valid: 0..10000 (Gbit/s; 0 = the "
+                  "netdev's speed)", c.cc_line_rate);
+        return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
 }

@@ -50,6 +50,15 @@ Status set_time_field(Nanos& field, std::string_view v, std::string& problem) {
     return Status::ok;
 }
 
+// A timer period of at least 1 us: the DCQCN timers' catch-up (one step per elapsed period)
+// could not keep up with a nanosecond period.
+Status set_period_field(Nanos& field, std::string_view v, std::string& problem) {
+    Nanos t = 0;
+    if (!parse_time(v, t) || t < ns_per_us) return bad(problem, "not a time of 1us or more");
+    field = t;
+    return Status::ok;
+}
+
 Status set_size_field(uint64_t& field, std::string_view v, std::string& problem) {
     uint64_t b = 0;
     if (!parse_size(v, b) || b == 0) return bad(problem, "not a positive size");
@@ -170,10 +179,10 @@ constinit const CcVar cc_config_vars[] = {
      [](CcConfig& c, std::string_view v, std::string& p) { return set_unit_fraction(c.dcqcn.alpha_init, v, p, true); }},
     {"DCQCN_ALPHA_TIMER", "55us", "time",
      "DCQCN alpha update period K: alpha decays once per period in which no CNP arrived.",
-     [](CcConfig& c, std::string_view v, std::string& p) { return set_time_field(c.dcqcn.alpha_period, v, p); }},
+     [](CcConfig& c, std::string_view v, std::string& p) { return set_period_field(c.dcqcn.alpha_period, v, p); }},
     {"DCQCN_TIMER", "55us", "time",
      "DCQCN rate-increase timer T: one increase step per period after a cut.",
-     [](CcConfig& c, std::string_view v, std::string& p) { return set_time_field(c.dcqcn.timer, v, p); }},
+     [](CcConfig& c, std::string_view v, std::string& p) { return set_period_field(c.dcqcn.timer, v, p); }},
     {"DCQCN_BYTE_COUNTER", "10MB", "size",
      "DCQCN rate-increase byte counter B: one increase step per B bytes sent after a cut.",
      [](CcConfig& c, std::string_view v, std::string& p) { return set_size_field(c.dcqcn.byte_counter, v, p); }},
@@ -211,9 +220,13 @@ constinit const CcVar cc_config_vars[] = {
          c.dcqcn.loss_as_cnp = c.delay.loss_decrease = b;
          return Status::ok;
      }},
-    {"PACER_BURST", "16KB", "size",
+    {"PACER_BURST", "16KB", "size up to 1GB",
      "DCQCN pacer: token-bucket depth (bytes that may leave back to back at line rate).",
-     [](CcConfig& c, std::string_view v, std::string& p) { return set_size_field(c.pacer_burst, v, p); }},
+     [](CcConfig& c, std::string_view v, std::string& p) {
+         // (far above 1 GB a byte no longer changes the bucket's double: the pacer would be off)
+         if (Status st = set_size_field(c.pacer_burst, v, p); st != Status::ok) return st;
+         return c.pacer_burst <= (uint64_t(1) << 30) ? Status::ok : bad(p, "above 1GB");
+     }},
     {"DELAY_TARGET", "50us", "time",
      "Delay control: request-to-completion round-trip target; the window grows below it and shrinks above it.",
      [](CcConfig& c, std::string_view v, std::string& p) { return set_time_field(c.delay.target, v, p); }},

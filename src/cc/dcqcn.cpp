@@ -6,7 +6,11 @@
 namespace roce::cc {
 
 DcqcnRp::DcqcnRp(const DcqcnParams& p, double line_rate_bps)
-    : p_(p), line_(line_rate_bps), rc_(line_rate_bps), rt_(line_rate_bps), alpha_(p.alpha_init) {}
+    : p_(p), line_(line_rate_bps), rc_(line_rate_bps), rt_(line_rate_bps), alpha_(p.alpha_init) {
+    // A floor above the line rate (MIN_RATE is set before the line rate is known) would make a
+    // CNP raise the rate: the floor is the line rate at most.
+    p_.min_rate_bps = std::min(p_.min_rate_bps, line_);
+}
 
 double DcqcnRp::alpha(Nanos now) const {
     if (!cnp_seen_ || now <= alpha_epoch_) return alpha_;

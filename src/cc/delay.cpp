@@ -9,6 +9,7 @@ DelayCc::DelayCc(const DelayParams& p, uint32_t mtu) : p_(p), mtu_(mtu), cwnd_(p
 void DelayCc::on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now) {
     if (rtt <= 0) return;
     ctr_.samples++;
+    ctr_.acked_bytes += acked_bytes;
     srtt_ = srtt_ == 0 ? rtt : srtt_ + (rtt - srtt_) / 8;
     if (rtt < p_.target) {
         const double acked = static_cast<double>(acked_bytes);

@@ -15,6 +15,7 @@ namespace roce::cc {
 
 struct DelayCounters {
     uint64_t samples = 0, increases = 0, decreases = 0, losses = 0;
+    uint64_t acked_bytes = 0;   // what the samples covered: every byte acknowledged, once
 };
 
 class DelayCc {

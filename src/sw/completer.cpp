@@ -62,11 +62,13 @@ void made_progress(Qp& qp, const DeviceConfig& cfg, uint64_t now, uint32_t acked
     qp.retries_left = cfg.retry_count;
     qp.rnr_left = cfg.rnr_retry;
     qp.timer_deferred = false;
+    qp.cc_acked_pkts += acked_pkts;
     if (qp.probe_active && wire::psn_diff(qp.una_psn, qp.probe_psn) > 0) {
         qp.probe_active = false;
         const double sample = double(now - qp.probe_ns);
         if (qp.cc)   // delay-based control: request -> completion round trips
-            qp.cc->on_rtt_sample(cc::Nanos(sample), uint64_t(acked_pkts) * qp.mtu, cc::Nanos(now));
+            qp.cc->on_rtt_sample(cc::Nanos(sample), qp.cc_acked_pkts * qp.mtu, cc::Nanos(now));
+        qp.cc_acked_pkts = 0;
         if (qp.srtt_ns == 0) {
             qp.srtt_ns = sample;
             qp.rttvar_ns = sample / 2;

@@ -137,6 +137,8 @@ struct Qp {
     bool probe_active = false;
     uint32_t probe_psn = 0;
     uint64_t probe_ns = 0;
+    uint64_t cc_acked_pkts = 0;      // acknowledged since the last RTT sample (delay control's
+                                     // increase is per byte acknowledged, not per ACK)
     double srtt_ns = 0, rttvar_ns = 0;
     uint32_t sent_hi = 0;            // one past the highest PSN ever sent
     uint32_t since_ackreq = 0;       // SEND/WRITE packets sent since the last one with AckReq

@@ -85,7 +85,14 @@ TEST(CcConfig, SettingsAndOneLineErrors) {
     EXPECT_EQ(set_cc_config(c, "CC", "hpcc", err), roce::Status::invalid_param);
     EXPECT_EQ(err, "UCX_RC_ROCE_CC=hpcc: unknown mode; valid: auto, off, dcqcn, delay");
     EXPECT_EQ(set_cc_config(c, "DCQCN_TIMER", "55", err), roce::Status::invalid_param);
-    EXPECT_EQ(err, "UCX_RC_ROCE_DCQCN_TIMER=55: not a positive time; valid: time");
+    EXPECT_EQ(err, "UCX_RC_ROCE_DCQCN_TIMER=55: not a time of 1us or more; valid: time");
+    EXPECT_EQ(set_cc_config(c, "DCQCN_TIMER", "1ns", err), roce::Status::invalid_param);
+    EXPECT_EQ(err, "UCX_RC_ROCE_DCQCN_TIMER=1ns: not a time of 1us or more; valid: time");
+    EXPECT_EQ(set_cc_config(c, "DCQCN_ALPHA_TIMER", "500ns", err), roce::Status::invalid_param);
+    EXPECT_EQ(set_cc_config(c, "DCQCN_TIMER", "1us", err), roce::Status::ok);
+    EXPECT_EQ(set_cc_config(c, "PACER_BURST", "2GB", err), roce::Status::invalid_param);
+    EXPECT_EQ(err, "UCX_RC_ROCE_PACER_BURST=2GB: above 1GB; valid: size up to 1GB");
+    EXPECT_EQ(set_cc_config(c, "PACER_BURST", "1GB", err), roce::Status::ok);
     EXPECT_EQ(set_cc_config(c, "DCQCN_G", "2", err), roce::Status::invalid_param);
     EXPECT_EQ(set_cc_config(c, "DCQCN_F", "0", err), roce::Status::invalid_param);
     EXPECT_EQ(set_cc_config(c, "NO_SUCH", "1", err), roce::Status::invalid_param);

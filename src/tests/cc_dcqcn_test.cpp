@@ -52,6 +52,16 @@ TEST(DcqcnRp, FirstCnpWithAlphaOneHalvesTheRate) {
     EXPECT_DOUBLE_EQ(rp.alpha(0), 1.0);   // (1-g)*1 + g
 }
 
+TEST(DcqcnRp, FloorAboveTheLineRateIsTheLineRate) {
+    // MIN_RATE is set before the line rate is known: 200 Gb/s on a 100 Gb/s line made a CNP
+    // "cut" the rate to 200 - DCQCN off in effect.
+    DcqcnParams p = paper();
+    p.min_rate_bps = 200 * G;
+    DcqcnRp rp(p, 100 * G);
+    rp.on_cnp(0);
+    EXPECT_LE(rp.rate_bps(), 100 * G);
+}
+
 TEST(DcqcnRp, AlphaDecaysOncePerWholePeriodWithoutCnp) {
     DcqcnRp rp(paper(), 100 * G);
     rp.on_cnp(0);                                          // alpha = 1

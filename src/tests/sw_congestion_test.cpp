@@ -147,6 +147,27 @@ TEST(SwCongestion, DelayWindowNeverHoldsBackARetransmission) {
     std::printf("[cc] delay window %.0f B after 1 MiB with 5%% drops\n", qp_cc(p.a, p.qa)->cwnd_bytes());
 }
 
+TEST(SwCongestion, DelayWindowGrowsByEveryByteAcknowledged) {
+    // Swift's increase is ai x acked / cwnd per sample, acked being every byte acknowledged since
+    // the last one. One probe is out per round trip; it passed only the last ACK's packets, and
+    // the window grew some 60 times slower than configured after a cut.
+    DeviceConfig ca = cc_cfg(cc::CcMode::delay);
+    ca.cc.delay.target = 10e9;   // 10 s: every sample below it
+    Pair p;
+    ASSERT_TRUE(p.open(ca, cc_cfg(cc::CcMode::delay)));
+    const std::vector<uint8_t> src = random_bytes(8 << 20, 12);
+    Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
+    ASSERT_TRUE(write_all(p, dst, src));
+    EXPECT_EQ(dst.mem, src);
+    const cc::DelayCc* d = qp_cc(p.a, p.qa)->delay();
+    ASSERT_NE(d, nullptr);
+    // Samples cover what was acknowledged up to the last one (the bytes after it: < a window).
+    EXPECT_GE(d->counters().acked_bytes + (4u << 20), src.size()) << d->counters().samples << " samples";
+    EXPECT_LE(d->counters().acked_bytes, src.size() + (64u << 10));   // (whole packets; one extra seen)
+    std::printf("[cc] delay window %.0f B after 8 MiB below target, %llu samples over %llu B\n", d->cwnd_bytes(),
+                (unsigned long long)d->counters().samples, (unsigned long long)d->counters().acked_bytes);
+}
+
 TEST(SwCongestion, ReadBytesInFlightStayUnderMaxRdBytes) {
     // UCX_RC_ROCE_MAX_RD_BYTES (cc read_cap.max_bytes) holds READ requests back, in every CC mode:
     // a 2 MiB READ with a 64 KiB cap goes out in pieces, each asked for once the previous ones'

@@ -90,7 +90,11 @@ bool DeviceImpl::cc_may_post(VQp& q, WrRec& r) {
     if (r.op == OpKind::read && !q.cc->read_cap().can_post(r.cc_bytes)) {
         q.st.reads_capped += !r.held;
         ok = false;
-    } else if (cc_mode_ == cc::CcMode::delay && !q.cc->delay()->can_send(q.cc_outstanding)) {
+    } else if (cc_mode_ == cc::CcMode::delay && q.signaled_inflight != 0 &&
+               !q.cc->delay()->can_send(q.cc_outstanding)) {
+        // (Only while a completion is coming: a window that shrank below an unsignaled tail
+        // posted when it was larger would otherwise wait for a CQE that never comes - the tail's
+        // reclaim waits for held WRs. The WR that goes instead is signaled: cc_wants_signal.)
         q.st.cc_held += !r.held;
         ok = false;
     }
