@@ -61,6 +61,40 @@ struct ManualPair {
     }
 };
 
+// What a's requests reach on b: a 256-byte region to READ, a counter for atomics.
+struct Targets {
+    std::vector<uint8_t> mem = std::vector<uint8_t>(256, 0x5a);
+    alignas(8) uint64_t counter = 0;
+    MrKeys k{}, kc{};
+    void reg(Host& h) {
+        ASSERT_EQ(h.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
+        ASSERT_EQ(h.pd->reg_mr(&counter, sizeof(counter), access_all, kc), Status::ok);
+    }
+};
+
+// Requests as a's requester sends them, to inject into b's QP `qpn`.
+wire::Packet read_request(uint32_t qpn, uint32_t psn, const void* va, uint32_t rkey, uint32_t len = 64) {
+    wire::Packet pkt;
+    pkt.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
+    pkt.bth.dest_qp = qpn;
+    pkt.bth.psn = psn;
+    pkt.reth.va = uint64_t(uintptr_t(va));
+    pkt.reth.rkey = rkey;
+    pkt.reth.dma_len = len;
+    return pkt;
+}
+
+wire::Packet fetch_add(uint32_t qpn, uint32_t psn, const uint64_t* va, uint32_t rkey, uint64_t add = 1) {
+    wire::Packet pkt;
+    pkt.bth.opcode = uint8_t(wire::Opcode::rc_fetch_add);
+    pkt.bth.dest_qp = qpn;
+    pkt.bth.psn = psn;
+    pkt.atomic.va = uint64_t(uintptr_t(va));
+    pkt.atomic.rkey = rkey;
+    pkt.atomic.swap_add = add;
+    return pkt;
+}
+
 } // namespace
 
 TEST(SwManual, SendWriteReadBothWays) {
@@ -263,14 +297,8 @@ TEST(SwManual, DuplicateReadOlderThanTheReplayCacheIsAnswered) {
     ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
     const WireAddr src = p.a.dev->address();
     auto inject_read = [&](uint32_t psn, uint64_t va, uint32_t rkey) {
-        wire::Packet pkt;
-        pkt.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
-        pkt.bth.dest_qp = p.qb;
-        pkt.bth.psn = psn;
+        wire::Packet pkt = read_request(p.qb, psn, reinterpret_cast<const void*>(uintptr_t(va)), rkey);
         pkt.bth.ack_req = true;
-        pkt.reth.va = va;
-        pkt.reth.rkey = rkey;
-        pkt.reth.dma_len = 64;
         inject(p.b, pkt, {}, src);
     };
     const uint64_t va = uint64_t(uintptr_t(mem.data()));
@@ -479,35 +507,19 @@ TEST(SwManual, ReadsDoNotPushAnAtomicOutOfTheReplayCache) {
     ManualPair p;
     ASSERT_NO_FATAL_FAILURE(p.open());
     const WireAddr src = p.a.dev->address();
-    std::vector<uint8_t> mem(256, 0x5a);
-    MrKeys k;
-    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
-    alignas(8) uint64_t counter = 41;
-    MrKeys kc;
-    ASSERT_EQ(p.b.pd->reg_mr(&counter, sizeof(counter), access_all, kc), Status::ok);
-    wire::Packet at;
-    at.bth.opcode = uint8_t(wire::Opcode::rc_fetch_add);
-    at.bth.dest_qp = p.qb;
-    at.bth.psn = ManualPair::psn_a;
-    at.atomic.va = uint64_t(uintptr_t(&counter));
-    at.atomic.rkey = kc.rkey;
-    at.atomic.swap_add = 1;
+    Targets t;
+    t.counter = 41;
+    ASSERT_NO_FATAL_FAILURE(t.reg(p.b));
+    const wire::Packet at = fetch_add(p.qb, ManualPair::psn_a, &t.counter, t.kc.rkey);
     ASSERT_NO_FATAL_FAILURE(inject(p.b, at, {}, src));
-    EXPECT_EQ(counter, 42u);
-    for (uint32_t i = 1; i <= 70; ++i) {
-        wire::Packet rd;
-        rd.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
-        rd.bth.dest_qp = p.qb;
-        rd.bth.psn = wire::psn_add(ManualPair::psn_a, i);
-        rd.reth.va = uint64_t(uintptr_t(mem.data()));
-        rd.reth.rkey = k.rkey;
-        rd.reth.dma_len = 64;
-        ASSERT_NO_FATAL_FAILURE(inject(p.b, rd, {}, src));
-    }
+    EXPECT_EQ(t.counter, 42u);
+    for (uint32_t i = 1; i <= 70; ++i)
+        ASSERT_NO_FATAL_FAILURE(inject(p.b, read_request(p.qb, wire::psn_add(ManualPair::psn_a, i), t.mem.data(), t.k.rkey),
+                                       {}, src));
     const DeviceStats s0 = p.b.dev->stats();
     ASSERT_NO_FATAL_FAILURE(inject(p.b, at, {}, src));   // the atomic again
     const DeviceStats s1 = p.b.dev->stats();
-    EXPECT_EQ(counter, 42u) << "executed twice";
+    EXPECT_EQ(t.counter, 42u) << "executed twice";
     EXPECT_EQ(s1.naks_sent_invalid, s0.naks_sent_invalid) << "NAKed: the requester would fail the QP";
     EXPECT_EQ(s1.tx_packets, s0.tx_packets + 1) << "answered (its original value)";
 }
@@ -521,47 +533,28 @@ TEST(SwManual, UnanswerableDuplicatesGetANak) {
     ManualPair p;
     ASSERT_NO_FATAL_FAILURE(p.open());
     const WireAddr src = p.a.dev->address();
-    std::vector<uint8_t> mem(256, 0x5a);
-    MrKeys k;
-    ASSERT_EQ(p.b.pd->reg_mr(mem.data(), mem.size(), access_all, k), Status::ok);
-    alignas(8) uint64_t counter = 0;
-    MrKeys kc;
-    ASSERT_EQ(p.b.pd->reg_mr(&counter, sizeof(counter), access_all, kc), Status::ok);
-    wire::Packet rd;
-    rd.bth.opcode = uint8_t(wire::Opcode::rc_read_request);
-    rd.bth.dest_qp = p.qb;
-    rd.bth.psn = ManualPair::psn_a;
-    rd.reth.va = uint64_t(uintptr_t(mem.data()));
-    rd.reth.rkey = k.rkey;
-    rd.reth.dma_len = 64;
+    Targets t;
+    ASSERT_NO_FATAL_FAILURE(t.reg(p.b));
+    const wire::Packet rd = read_request(p.qb, ManualPair::psn_a, t.mem.data(), t.k.rkey);
     ASSERT_NO_FATAL_FAILURE(inject(p.b, rd, {}, src));
-    auto fetch_add = [&](uint32_t psn) {
-        wire::Packet at;
-        at.bth.opcode = uint8_t(wire::Opcode::rc_fetch_add);
-        at.bth.dest_qp = p.qb;
-        at.bth.psn = psn;
-        at.atomic.va = uint64_t(uintptr_t(&counter));
-        at.atomic.rkey = kc.rkey;
-        at.atomic.swap_add = 1;
-        inject(p.b, at, {}, src);
-    };
+    auto add_one = [&](uint32_t psn) { inject(p.b, fetch_add(p.qb, psn, &t.counter, t.kc.rkey), {}, src); };
     for (uint32_t i = 1; i <= 65; ++i)
-        ASSERT_NO_FATAL_FAILURE(fetch_add(wire::psn_add(ManualPair::psn_a, i)));
-    EXPECT_EQ(counter, 65u);
+        ASSERT_NO_FATAL_FAILURE(add_one(wire::psn_add(ManualPair::psn_a, i)));
+    EXPECT_EQ(t.counter, 65u);
     const DeviceStats s0 = p.b.dev->stats();
     // The newest atomic again: its original value (64) again, not executed.
-    ASSERT_NO_FATAL_FAILURE(fetch_add(wire::psn_add(ManualPair::psn_a, 65)));
+    ASSERT_NO_FATAL_FAILURE(add_one(wire::psn_add(ManualPair::psn_a, 65)));
     DeviceStats s1 = p.b.dev->stats();
-    EXPECT_EQ(counter, 65u);
+    EXPECT_EQ(t.counter, 65u);
     EXPECT_EQ(s1.tx_packets, s0.tx_packets + 1);
     EXPECT_EQ(s1.naks_sent_invalid, s0.naks_sent_invalid);
     // The first atomic, pushed out of the cache by 64 later ones: NAK, not executed.
-    ASSERT_NO_FATAL_FAILURE(fetch_add(wire::psn_add(ManualPair::psn_a, 1)));
+    ASSERT_NO_FATAL_FAILURE(add_one(wire::psn_add(ManualPair::psn_a, 1)));
     DeviceStats s2 = p.b.dev->stats();
-    EXPECT_EQ(counter, 65u);
+    EXPECT_EQ(t.counter, 65u);
     EXPECT_EQ(s2.naks_sent_invalid, s1.naks_sent_invalid + 1);
     // The READ again after its region was deregistered: NAK remote access, nothing read.
-    ASSERT_EQ(p.b.pd->dereg_mr(k.lkey), Status::ok);
+    ASSERT_EQ(p.b.pd->dereg_mr(t.k.lkey), Status::ok);
     ASSERT_NO_FATAL_FAILURE(inject(p.b, rd, {}, src));
     const DeviceStats s3 = p.b.dev->stats();
     EXPECT_EQ(s3.naks_sent_access, s2.naks_sent_access + 1);
