@@ -223,7 +223,7 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
         c.counters.emplace_back("outstanding_now", q->sq.size() + q->n_anon);
         // In the hardware send queue (posted, completion not polled yet) and its size: the
         // first may not exceed the second (mlx5 frees a slot only when its CQE is polled).
-        c.counters.emplace_back("posted_now", q->n_posted + q->n_anon);
+        c.counters.emplace_back("posted_now", hw_posted(*q));
         c.counters.emplace_back("hw_send_queue_now", q->max_send_wr);
         if (q->cc && q->cc->delay()) {
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(q->cc->cwnd_bytes()));

@@ -308,7 +308,9 @@ public:
     void count_posted(VQp& q, OpKind op, uint64_t bytes);
     // The hardware send queue has no room: what comes next waits in sq (posted as completions
     // free entries) instead of an ENOMEM from ibv_post_send, which fails the QP.
-    static bool hw_full(const VQp& q) { return q.n_posted + q.n_anon >= q.max_send_wr; }
+    static bool hw_full(const VQp& q) { return hw_posted(q) >= q.max_send_wr; }
+    // WRs in the hardware send queue (tracked and untracked), their completions not polled yet.
+    static size_t hw_posted(const VQp& q) { return q.n_posted + q.n_anon; }
     void reclaim_tail(VQp& q);             // signaled zero-length WRITE after an unsignaled tail
     int take_bounce();
     void want_lazy_tails();

@@ -138,7 +138,7 @@ bool DeviceImpl::post_hw(VQp& q, WrRec& r) {
     const bool sig = (r.wr_id != 0 && !lazy) || r.internal || r.copy_out || r.result || r.temp_mr ||
                      r.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || r.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                      (q.signaled_inflight == 0 && !lazy) || moderation_due(q) || cc_wants_signal(q, r) ||
-                     q.n_posted + q.n_anon + 1 >= q.max_send_wr;   // the last free slot: a CQE will free them
+                     hw_posted(q) + 1 >= q.max_send_wr;   // the last free slot: a CQE will free them
     r.wr.wr_id = ibv_wr_id(q, r.seq);
     r.wr.sg_list = r.wr.num_sge ? r.sge : nullptr;
     r.wr.next = nullptr;

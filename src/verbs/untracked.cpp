@@ -19,7 +19,7 @@ bool DeviceImpl::post_send_untracked(VQp& q, uint64_t wr_id, const iovec* iov, s
                                      const uint32_t* imm, size_t total) {
     if (q.state != QpState::rts || q.n_posted != q.sq.size() || cc_mode_ == cc::CcMode::delay ||
         total == 0 || total > q.max_inline || iovcnt > 4 || moderation_due(q) ||
-        q.n_posted + q.n_anon + 1 >= q.max_send_wr)   // (the queue's last slot goes signaled: post_hw)
+        hw_posted(q) + 1 >= q.max_send_wr)   // (the queue's last slot goes signaled: post_hw)
         return false;   // (admit() has checked the queue depth and the CQ)
     ibv_sge sge[4];
     ibv_send_wr wr{};
