@@ -480,6 +480,8 @@ void DeviceImpl::run_timers(uint64_t now) {
         consider(p->ack_deadline_ns);
         consider(p->rnr_wait_until_ns);
         consider(p->cc_wake_ns);
+        if (!p->resp_jobs.empty())
+            consider(now);   // the progress thread comes back for the next slice
         if (p->state == QpState::connecting)
             consider(p->cm_deadline_ns);
     }
@@ -561,6 +563,10 @@ unsigned DeviceImpl::progress_locked(bool owner, uint64_t& now) {
         if (n < int(rx_n_) && !(drain && n > 0))   // a short batch emptied the socket; a single read may not
             break;
         tx_flush();   // more to receive: do not hold packets back
+        stale = true;
+    }
+    if (!resp_list_.empty()) {
+        pump_responses();
         stale = true;
     }
     if (stale)

@@ -356,6 +356,7 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
         add_closed(closed_qps_, qp->peer, qp->st);
     qps_.erase(qpn);
     std::erase(ack_list_, qpn);
+    std::erase(resp_list_, qpn);
     tx_flush();
     return Status::ok;
 }

@@ -155,7 +155,7 @@ public:
     // slot (no GSO then, or pcap), and for payloads too small for a copy to matter.
     void emit_gather(Qp& qp, wire::Packet& pkt, std::span<const uint8_t> payload, uint32_t mr_rkey = 0,
                      uint64_t mr_va = 0);
-    bool pd_pinned_ = false;   // the caller holds pd_->pin() (read_responses)
+    bool pd_pinned_ = false;   // the caller holds pd_->pin() (emit_response)
 
     // requester (requester.cpp)
     Status post_wr(uint32_t qpn, Wr&& wr);
@@ -170,6 +170,14 @@ public:
     // responder (responder.cpp)
     void resp_packet(Qp& qp, const wire::Packet& pkt);
     void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    // Every response goes through respond(): at once while nothing waits before it on the QP,
+    // else behind what waits (RespJob); a READ sends at most resp_slice_bytes of it at once,
+    // the rest from pump_responses (each progress round, that much per QP).
+    static constexpr size_t resp_slice_bytes = 256u << 10;
+    void respond(Qp& qp, RespJob j);
+    bool emit_response(Qp& qp, RespJob& j, size_t& budget);   // true: all of it sent (or dropped)
+    void pump_responses();
+    std::vector<uint32_t> resp_list_;   // QPs with Qp::resp_jobs
     // Accepted packets (or a duplicate) want an ACK: at the end of the receive batch (prompt:
     // the packet asked for it) or by the delayed-ACK deadline.
     void want_ack(Qp& qp, bool prompt);

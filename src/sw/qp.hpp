@@ -69,6 +69,26 @@ struct ReplayEntry {
     uint64_t orig = 0;
 };
 
+// A response the responder owes, in PSN order. A READ of more than DeviceImpl::resp_slice_bytes
+// (a kernel rxe requester asks for up to 2 GiB in one request) is answered a slice per progress
+// round: built in one go, it held the device lock for the whole of it and burst everything
+// into the peer's socket. What the responder answers after such a READ (ACKs, NAKs, atomic and
+// READ responses) waits behind it: a requester takes an answer for a later PSN as a sign that
+// the READ's responses were lost and asks again.
+struct RespJob {
+    enum class Kind : uint8_t { read, atomic, ack } kind = Kind::read;
+    bool mid_start = false;   // read: packet 0 continues an earlier READ (MIDDLE/LAST, as rxe)
+    uint8_t syndrome = 0;     // ack: the AETH syndrome (an ACK, or a NAK)
+    uint32_t psn = 0;         // read: of packet 0
+    uint32_t msn = 0;         // the AETH's MSN when it was executed
+    uint32_t n = 1;           // read: response packets ...
+    uint32_t next = 0;        // ... and the next one to send
+    uint32_t rkey = 0;        // read: [va, va + len)
+    uint32_t len = 0;
+    uint64_t va = 0;
+    uint64_t orig = 0;        // atomic: the original value
+};
+
 // What a QP sent to and received from its peer: DeviceStats' per-peer subset, same names. One
 // list for the fields, their sum (a destroyed QP's counts stay with its peer) and their names.
 #define ROCE_SW_QP_STATS(X)                                                                       \
@@ -168,6 +188,8 @@ struct Qp {
     unsigned replay_read_next = 0;
     unsigned replay_atomic_next = 0;
     unsigned undelivered = 0;        // received messages not yet handed to the owner
+    std::deque<RespJob> resp_jobs;   // responses waiting behind a sliced READ (RespJob)
+    bool resp_listed = false;        // in DeviceImpl::resp_list_
 
     QpStats st{};
 };

@@ -18,12 +18,12 @@ constexpr uint8_t rnr_timer_code = 10;   // 0.32 ms
 }
 
 void DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
-    wire::Packet pkt;
-    pkt.bth.opcode = uint8_t(Opcode::rc_ack);
-    pkt.bth.psn = psn;
-    pkt.aeth.syndrome = syndrome;
-    pkt.aeth.msn = qp.msn & wire::psn_mask;
-    emit(qp, pkt, {});
+    RespJob j;
+    j.kind = RespJob::Kind::ack;
+    j.syndrome = syndrome;
+    j.psn = psn;
+    j.msn = qp.msn;
+    respond(qp, j);
     if (wire::aeth_kind(syndrome) == wire::AethKind::ack) {
         qp.ack_pending = false;
         qp.pkts_since_ack = 0;
@@ -65,6 +65,91 @@ void DeviceImpl::count_nak(Qp& qp, uint8_t syndrome, bool sent) {
     ++*by_type[sent][t];
     ++*qp_by_type[sent][t];
     ++(sent ? st_.naks_sent : st_.naks_received);
+}
+
+void DeviceImpl::respond(Qp& qp, RespJob j) {
+    if (qp.resp_jobs.empty()) {
+        size_t budget = resp_slice_bytes;
+        if (emit_response(qp, j, budget))
+            return;
+    } else if (j.kind == RespJob::Kind::ack && qp.resp_jobs.back().kind == RespJob::Kind::ack &&
+               wire::aeth_kind(j.syndrome) == wire::AethKind::ack &&
+               wire::aeth_kind(qp.resp_jobs.back().syndrome) == wire::AethKind::ack) {
+        qp.resp_jobs.back() = j;   // a newer ACK says all the older one did
+        return;
+    }
+    qp.resp_jobs.push_back(j);
+    if (!qp.resp_listed) {
+        qp.resp_listed = true;
+        resp_list_.push_back(qp.qpn);
+    }
+}
+
+bool DeviceImpl::emit_response(Qp& qp, RespJob& j, size_t& budget) {
+    wire::Packet pkt;
+    pkt.bth.psn = j.psn;
+    pkt.aeth.syndrome = j.kind == RespJob::Kind::ack ? j.syndrome : wire::aeth_ack_syndrome;
+    pkt.aeth.msn = j.msn & wire::psn_mask;
+    if (j.kind == RespJob::Kind::ack) {
+        pkt.bth.opcode = uint8_t(Opcode::rc_ack);
+        emit(qp, pkt, {});
+        return true;
+    }
+    if (j.kind == RespJob::Kind::atomic) {
+        pkt.bth.opcode = uint8_t(Opcode::rc_atomic_ack);
+        pkt.atomic_ack.orig = j.orig;
+        emit(qp, pkt, {});
+        return true;
+    }
+    // The region stays pinned (no dereg_mr) while the responses are built, and the packets
+    // may point into it until they are sent (emit_gather, tx_flush).
+    const uint32_t mtu = qp.mtu;
+    const auto pin = pd_->pin();
+    const uint8_t* base = j.len ? pd_->lookup_pinned(j.rkey, j.va, j.len, access_remote_read) : nullptr;
+    if (j.len && !base) {
+        st_.tx_region_gone++;   // deregistered meanwhile: the requester asks again and gets a NAK
+        return true;
+    }
+    pd_pinned_ = true;
+    for (bool any = false; j.next < j.n && (!any || budget >= mtu); ++j.next, any = true) {
+        const uint32_t i = j.next;
+        const size_t off = size_t(i) * mtu;
+        const size_t sz = std::min<size_t>(mtu, j.len - std::min<size_t>(j.len, off));
+        const bool first = i == 0 && !j.mid_start, last = i + 1 == j.n;
+        Opcode op;
+        if (first)
+            op = last ? Opcode::rc_read_response_only : Opcode::rc_read_response_first;
+        else
+            op = last ? Opcode::rc_read_response_last : Opcode::rc_read_response_middle;
+        pkt.bth.opcode = uint8_t(op);
+        pkt.bth.psn = wire::psn_add(j.psn, i);
+        if (sz == 0)
+            emit(qp, pkt, {});
+        else
+            emit_gather(qp, pkt, std::span<const uint8_t>(base + off, sz), j.rkey, j.va + off);
+        budget -= std::min(budget, std::max<size_t>(sz, 1));
+    }
+    pd_pinned_ = false;
+    return j.next == j.n;
+}
+
+void DeviceImpl::pump_responses() {
+    for (size_t k = 0; k < resp_list_.size();) {
+        Qp* qp = find_qp(resp_list_[k]);
+        if (qp && qp->state != QpState::rts)
+            qp->resp_jobs.clear();   // failed or closing: nobody takes them
+        size_t budget = resp_slice_bytes;
+        while (qp && !qp->resp_jobs.empty() && budget > 0 && emit_response(*qp, qp->resp_jobs.front(), budget))
+            qp->resp_jobs.pop_front();
+        if (qp && !qp->resp_jobs.empty()) {
+            ++k;
+            continue;
+        }
+        if (qp)
+            qp->resp_listed = false;
+        resp_list_[k] = resp_list_.back();
+        resp_list_.pop_back();
+    }
 }
 
 namespace {
@@ -148,40 +233,34 @@ struct Resp {
         dev.send_ack(qp, wire::aeth_nak_syndrome(code), psn);
     }
 
-    // Emits READ responses for [va, va+len) starting at `psn`. mid_start: the request re-issues
-    // the tail of an earlier READ, so the first packet is a MIDDLE/LAST (as rxe answers).
+    // Answers a READ of [va, va+len) starting at `psn` (respond: at once, or a slice at a time).
+    // mid_start: the request re-issues the tail of an earlier READ, so the first packet is a
+    // MIDDLE/LAST (as rxe answers).
     void read_responses(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t n, bool mid_start) {
-        const uint32_t mtu = qp.mtu;
-        // The region stays pinned (no dereg_mr) while the responses are built, and the packets
-        // may point into it until they are sent (emit_gather, tx_flush).
-        const auto pin = dev.pd_->pin();
-        const uint8_t* base = len ? dev.pd_->lookup_pinned(rkey, va, len, access_remote_read) : nullptr;
-        if (len && !base)
-            return;   // deregistered meanwhile: the requester times out and gets a NAK
-        dev.pd_pinned_ = true;
-        for (uint32_t i = 0; i < n; ++i) {
-            const size_t off = size_t(i) * mtu;
-            const size_t sz = std::min<size_t>(mtu, len - std::min<size_t>(len, off));
-            wire::Packet pkt;
-            Opcode op;
-            if (n == 1)
-                op = mid_start ? Opcode::rc_read_response_last : Opcode::rc_read_response_only;
-            else if (i == 0)
-                op = mid_start ? Opcode::rc_read_response_middle : Opcode::rc_read_response_first;
-            else if (i + 1 == n)
-                op = Opcode::rc_read_response_last;
-            else
-                op = Opcode::rc_read_response_middle;
-            pkt.bth.opcode = uint8_t(op);
-            pkt.bth.psn = wire::psn_add(psn, i);
-            pkt.aeth.syndrome = wire::aeth_ack_syndrome;
-            pkt.aeth.msn = qp.msn & wire::psn_mask;
-            if (sz == 0)
-                dev.emit(qp, pkt, {});
-            else
-                dev.emit_gather(qp, pkt, std::span<const uint8_t>(base + off, sz), rkey, va + off);
-        }
-        dev.pd_pinned_ = false;
+        RespJob j;
+        j.kind = RespJob::Kind::read;
+        j.mid_start = mid_start;
+        j.psn = psn;
+        j.msn = qp.msn;
+        j.n = n;
+        j.rkey = rkey;
+        j.len = len;
+        j.va = va;
+        dev.respond(qp, j);
+    }
+
+    // A READ re-issued from `psn` (responses lost) while the READ it continues is still being
+    // sent in slices: that READ goes back to `psn` instead of being answered twice. n: the
+    // packets the request asks for, which must be that READ's tail.
+    bool rewind_sliced_read(uint32_t psn, uint32_t n) {
+        if (qp.resp_jobs.empty() || qp.resp_jobs.front().kind != RespJob::Kind::read)
+            return false;
+        RespJob& f = qp.resp_jobs.front();
+        const int32_t d = wire::psn_diff(psn, f.psn);
+        if (d < 0 || uint32_t(d) >= f.n || uint32_t(d) + n != f.n)
+            return false;
+        f.next = std::min(f.next, uint32_t(d));
+        return true;
     }
 
     void duplicate(const wire::Packet& pkt) {
@@ -197,6 +276,8 @@ struct Resp {
             // Checked again as a new request would be: the region may be gone since.
             if (len && !dev.pd_->lookup(pkt.reth.rkey, pkt.reth.va, len, access_remote_read))
                 return nak_duplicate(p, wire::nak_remote_access);
+            if (rewind_sliced_read(p, n))
+                return;
             if (const ReplayEntry* e = replayed(p, false)) {
                 const auto d = uint32_t(wire::psn_diff(p, e->psn));
                 if (d + n > e->npkts)
@@ -224,13 +305,12 @@ struct Resp {
     }
 
     void atomic_ack(uint32_t psn, uint64_t orig) {
-        wire::Packet pkt;
-        pkt.bth.opcode = uint8_t(Opcode::rc_atomic_ack);
-        pkt.bth.psn = psn;
-        pkt.aeth.syndrome = wire::aeth_ack_syndrome;
-        pkt.aeth.msn = qp.msn & wire::psn_mask;
-        pkt.atomic_ack.orig = orig;
-        dev.emit(qp, pkt, {});
+        RespJob j;
+        j.kind = RespJob::Kind::atomic;
+        j.psn = psn;
+        j.msn = qp.msn;
+        j.orig = orig;
+        dev.respond(qp, j);
     }
 
     void packet(const wire::Packet& pkt) {

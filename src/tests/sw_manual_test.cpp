@@ -3,7 +3,8 @@
 // with PSNs across the 2^24 wrap; a wrong rkey is a remote access error; bad parameters are
 // refused; destroying a manual QP sends the peer no CM message; and what rxe's packets look like
 // (any UDP source port of the peer's IP, a changing IPv4 ID under the ICRC) is accepted on a
-// manual QP only when its ManualPeer says so.
+// manual QP only when its ManualPeer says so. A long READ (as rxe asks for one) is answered a slice
+// per progress round, and what follows it waits behind it.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -559,4 +560,166 @@ TEST(SwManual, UnanswerableDuplicatesGetANak) {
     const DeviceStats s3 = p.b.dev->stats();
     EXPECT_EQ(s3.naks_sent_access, s2.naks_sent_access + 1);
     EXPECT_EQ(s3.tx_packets, s2.tx_packets + 1) << "the NAK only";
+}
+
+namespace {
+
+// A QP of `b` connected by hand to a plain UDP socket that plays the requester (a 32 MiB
+// receive buffer: it takes a whole 4 MiB READ's responses). skip: why it cannot run here.
+struct RawRequester {
+    Host b;
+    int fd = -1;
+    WireAddr peer{};
+    uint32_t qb = 0;
+    std::string skip;
+
+    ~RawRequester() {
+        if (fd >= 0)
+            ::close(fd);
+    }
+    void open(uint32_t rq_psn) {
+        ASSERT_EQ(b.open(cfg1024()), Status::ok);
+        sockaddr_in sa;
+        fd = loopback_udp_socket(sa);
+        ASSERT_GE(fd, 0);
+        const int want_buf = 32 << 20;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want_buf, sizeof(want_buf)) != 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want_buf, sizeof(want_buf));
+        int got_buf = 0;
+        socklen_t gl = sizeof(got_buf);
+        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got_buf, &gl);
+        if (got_buf < (8 << 20))
+            skip = "needs an 8 MiB socket buffer (root, or net.core.rmem_max)";
+        peer.family = AF_INET;
+        std::memcpy(peer.ip, &sa.sin_addr, 4);
+        peer.port = ntohs(sa.sin_port);
+        ASSERT_EQ(b.dev->create_qp(qb), Status::ok);
+        ManualPeer mp;
+        mp.addr = peer;
+        mp.qpn = 0x4242;
+        mp.sq_psn = 0x100;
+        mp.rq_psn = rq_psn;
+        ASSERT_EQ(b.dev->connect_qp_manual(qb, mp), Status::ok);
+    }
+    // What b sends until `want` packets came and then nothing for a few rounds (or 20 s
+    // passed), ICRC checked; READ response payloads compared with mem (READ at first_psn).
+    // drive: call b's progress; else its progress thread must send them.
+    void collect(std::vector<wire::Packet>& seen, size_t want, bool drive, uint32_t first_psn,
+                 const std::vector<uint8_t>& mem, uint32_t mtu) {
+        wire::IpContext from_dev;
+        fill_ip_context(b.dev->address(), peer, from_dev);
+        from_dev.ipv4_id_known = false;
+        std::vector<uint8_t> buf(70000);
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        for (int settle = 0; seen.size() <= want && settle < 5 && std::chrono::steady_clock::now() < end;) {
+            if (drive)
+                b.dev->progress();
+            else
+                usleep(1000);
+            ssize_t r;
+            while ((r = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT)) > 0) {
+                wire::Packet pkt;
+                ASSERT_EQ(wire::parse(std::span<const uint8_t>(buf.data(), size_t(r)), from_dev, true, pkt),
+                          wire::ParseError::none);
+                const auto op = wire::Opcode(pkt.bth.opcode);
+                if (op != wire::Opcode::rc_ack && op != wire::Opcode::rc_atomic_ack) {
+                    const uint32_t i = uint32_t(wire::psn_diff(pkt.bth.psn, first_psn));
+                    ASSERT_LT(size_t(i) * mtu, mem.size());
+                    ASSERT_EQ(pkt.payload.size(), mtu);
+                    ASSERT_EQ(std::memcmp(pkt.payload.data(), mem.data() + size_t(i) * mtu, mtu), 0)
+                            << "packet " << i;
+                }
+                seen.push_back(pkt);
+                seen.back().payload = {};
+            }
+            if (seen.size() >= want) {
+                ++settle;   // and nothing more comes
+                usleep(5000);
+            }
+        }
+    }
+};
+
+} // namespace
+
+TEST(SwManual, LongReadIsAnsweredInSlicesAndWhatFollowsWaits) {
+    // A kernel rxe requester asks for a whole READ (up to 2 GiB) in one request. Its responses
+    // go a slice (DeviceImpl::resp_slice_bytes) per progress round: built in one go they held
+    // the device lock for the whole READ and burst it into the peer's socket. What the
+    // responder answers after it waits behind it, in PSN order. A re-issued tail of the READ
+    // (responses lost) sends that READ again from there, not everything twice.
+    RawRequester rr;
+    const uint32_t p0 = ManualPair::psn_a;   // the READ's PSNs wrap the 24-bit space
+    ASSERT_NO_FATAL_FAILURE(rr.open(p0));
+    if (!rr.skip.empty())
+        GTEST_SKIP() << rr.skip;
+    Host& b = rr.b;
+    const uint32_t qb = rr.qb;
+    const WireAddr peer = rr.peer;
+    constexpr uint32_t mtu = 1024, npkts = 4096, len = npkts * mtu;
+    const std::vector<uint8_t> mem = random_bytes(len, 11);
+    MrKeys k;
+    ASSERT_EQ(b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k), Status::ok);
+    Targets t;
+    t.counter = 41;
+    ASSERT_NO_FATAL_FAILURE(t.reg(b));
+    ASSERT_NO_FATAL_FAILURE(inject(b, read_request(qb, p0, mem.data(), k.rkey, len), {}, peer));
+    const uint64_t first_slice = b.dev->stats().tx_packets;
+    EXPECT_EQ(first_slice, DeviceImpl::resp_slice_bytes / mtu) << "one slice at once, not the READ";
+    ASSERT_NO_FATAL_FAILURE(inject(b, fetch_add(qb, wire::psn_add(p0, npkts), &t.counter, t.kc.rkey), {}, peer));
+    EXPECT_EQ(t.counter, 42u) << "executed on arrival";
+    wire::Packet send;
+    send.bth.opcode = uint8_t(wire::Opcode::rc_send_only);
+    send.bth.dest_qp = qb;
+    send.bth.psn = wire::psn_add(p0, npkts + 1);
+    send.bth.ack_req = true;
+    ASSERT_NO_FATAL_FAILURE(inject(b, send, {1, 2, 3}, peer));
+    // The requester lost responses from packet 100 on and asks for the rest again.
+    constexpr uint32_t lost = 100;
+    ASSERT_NO_FATAL_FAILURE(inject(b, read_request(qb, wire::psn_add(p0, lost), mem.data() + lost * mtu, k.rkey,
+                                                   len - lost * mtu), {}, peer));
+    EXPECT_EQ(b.dev->stats().tx_packets, first_slice) << "the rest waits for progress";
+
+    // Expected on the wire: packets 0..255, then 100..4095 (MIDDLE from 100), the atomic's
+    // response (original value 41), the SEND's ACK.
+    const size_t want = first_slice + (npkts - lost) + 2;
+    std::vector<wire::Packet> seen;
+    ASSERT_NO_FATAL_FAILURE(rr.collect(seen, want, true, p0, mem, mtu));
+    ASSERT_EQ(seen.size(), want);
+    using wire::Opcode;
+    auto expect_read = [&](size_t at, uint32_t i, Opcode op) {
+        EXPECT_EQ(seen[at].bth.psn, wire::psn_add(p0, i)) << "at " << at;
+        EXPECT_EQ(seen[at].bth.opcode, uint8_t(op)) << "at " << at;
+    };
+    expect_read(0, 0, Opcode::rc_read_response_first);
+    for (uint32_t i = 1; i < first_slice; ++i)
+        expect_read(i, i, Opcode::rc_read_response_middle);
+    for (uint32_t i = lost; i + 1 < npkts; ++i)
+        expect_read(first_slice + i - lost, i, Opcode::rc_read_response_middle);
+    expect_read(want - 3, npkts - 1, Opcode::rc_read_response_last);
+    EXPECT_EQ(seen[want - 2].bth.opcode, uint8_t(Opcode::rc_atomic_ack));
+    EXPECT_EQ(seen[want - 2].bth.psn, wire::psn_add(p0, npkts));
+    EXPECT_EQ(seen[want - 2].atomic_ack.orig, 41u);
+    EXPECT_EQ(seen[want - 1].bth.opcode, uint8_t(Opcode::rc_ack));
+    EXPECT_EQ(seen[want - 1].bth.psn, wire::psn_add(p0, npkts + 1));
+    EXPECT_EQ(wire::aeth_kind(seen[want - 1].aeth.syndrome), wire::AethKind::ack);
+}
+
+TEST(SwManual, LongReadGoesOnWhileTheOwnerComputes) {
+    // Passive target: the owner never calls progress after the READ arrived; the progress
+    // thread sends the slices after the first.
+    RawRequester rr;
+    ASSERT_NO_FATAL_FAILURE(rr.open(0x10));
+    if (!rr.skip.empty())
+        GTEST_SKIP() << rr.skip;
+    constexpr uint32_t mtu = 1024, npkts = 4096;
+    const std::vector<uint8_t> mem = random_bytes(size_t(npkts) * mtu, 12);
+    MrKeys k;
+    ASSERT_EQ(rr.b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), mem.size(), access_all, k), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(inject(rr.b, read_request(rr.qb, 0x10, mem.data(), k.rkey, npkts * mtu), {}, rr.peer));
+    std::vector<wire::Packet> seen;
+    ASSERT_NO_FATAL_FAILURE(rr.collect(seen, npkts, false, 0x10, mem, mtu));
+    ASSERT_EQ(seen.size(), size_t(npkts));
+    for (uint32_t i = 0; i < npkts; ++i)
+        ASSERT_EQ(seen[i].bth.psn, 0x10 + i);
 }
