@@ -410,6 +410,68 @@ TEST(UdTransport, RestartedPeerIsResetUnlessDataWasLost) {
     }
 }
 
+// A peer given up (timed out: the process died) and later another process at its address (a
+// client restarted on the same port, or a verbs QPN reused on the same host): the new process's
+// datagrams make a new peer, its messages are delivered and answers reach it. Before, a failed
+// peer's address dropped everything for good.
+TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
+    Link l;
+    Sink sa, sb, sb2;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 300'000'000);   // 0.3 s
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
+    stream(*a, *b, sb, 5);
+    expect_all(sb, 5);
+    const auto to_b = a->peer(b->address());
+    const auto t_ack = std::chrono::steady_clock::now();
+    while (!a->flushed(to_b) && std::chrono::steady_clock::now() - t_ack < std::chrono::seconds(5)) {
+        a->progress();
+        b->progress();
+    }
+    ASSERT_TRUE(a->flushed(to_b)) << "b answered: a knows its sender id";
+    const uint32_t old_id = b->sender_id();
+    b.reset();   // dies
+    l.q[0].clear();
+    l.q[1].clear();
+    l.cut = true;
+    uint8_t x = 1;
+    iovec iov{&x, 1};
+    ASSERT_EQ(a->send_am(to_b, 0, &iov, 1), Status::ok);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (sa.failures.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+        a->progress();
+    }
+    ASSERT_EQ(sa.failures.size(), 1u);
+    EXPECT_EQ(sa.failures[0], Status::timeout);
+    l.cut = false;
+    l.q[1].clear();
+    auto b2 = make(std::make_unique<LinkQp>(l, 1), sb2);
+    ASSERT_NE(b2->sender_id(), old_id);
+    const auto to_a = b2->peer(a->address());
+    uint8_t y = 9;
+    iovec yiov{&y, 1};
+    ASSERT_EQ(b2->send_am(to_a, 2, &yiov, 1), Status::ok);
+    for (int i = 0; i < 20 && sa.msgs.empty(); ++i) {
+        b2->progress();
+        a->progress();
+    }
+    ASSERT_EQ(sa.msgs.size(), 1u) << "the new process's message";
+    EXPECT_EQ(sa.msgs[0].first, 2);
+    EXPECT_EQ(a->send_am(to_b, 0, &iov, 1), Status::timeout);   // the old peer stays ended
+    const auto to_b2 = a->peer(b2->address());
+    EXPECT_NE(to_b2, to_b);
+    uint8_t z = 5;
+    iovec ziov{&z, 1};
+    ASSERT_EQ(a->send_am(to_b2, 3, &ziov, 1), Status::ok);
+    for (int i = 0; i < 20 && sb2.msgs.empty(); ++i) {
+        a->progress();
+        b2->progress();
+    }
+    ASSERT_EQ(sb2.msgs.size(), 1u);
+    EXPECT_EQ(sb2.msgs[0].first, 3);
+    EXPECT_EQ(sa.failures.size(), 1u) << "no second failure report";
+    EXPECT_TRUE(sb2.failures.empty());
+}
+
 TEST(UdTransport, ProbeOfLivePeerIsAcknowledged) {
     Link l;
     Sink sa, sb;

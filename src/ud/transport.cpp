@@ -334,27 +334,29 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     }
     const PeerId id = last_peer_;
     Peer& p = *peers_[id];
+    // (Before the failed peer's check: a process that starts at the address of one given up
+    // must not be ignored for good.)
+    if (p.remote_id != h.sender_id && p.remote_id != 0) {
+        // Another process now answers at this address: what we sent and received belongs to
+        // the one that is gone. If it had acknowledged all we sent, nothing was lost (reset:
+        // UCP without error handling is not aborted for it, as for UCX's ud); else timeout.
+        ++stats_.restarted_peers;
+        ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(), p.remote_id,
+                  h.sender_id);
+        fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset);   // (no-op if failed)
+        // The address is the new process's now: forgotten, so that this datagram makes a new
+        // peer as any new source does (the old id stays failed for its endpoints).
+        by_addr_.erase(d.src);
+        have_last_src_ = false;
+        on_datagram(d, now);   // once: the new peer has no sender id yet
+        return;
+    }
+    // A peer given up stays so, also for datagrams from an address that never answered before
+    // it failed (remote_id 0): that may be the process we gave up, holding state for us.
     if (p.status != Status::ok) {
         return;
     }
-    if (p.remote_id != h.sender_id) {
-        if (p.remote_id != 0) {
-            // Another process now answers at this address: what we sent and received belongs to
-            // the one that is gone. If it had acknowledged all we sent, nothing was lost (reset:
-            // UCP without error handling is not aborted for it, as for UCX's ud); else timeout.
-            ++stats_.restarted_peers;
-            ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(),
-                      p.remote_id, h.sender_id);
-            fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset);
-            // The address is the new process's now: forgotten, so that this datagram makes a
-            // new peer as any new source does (the old id stays failed for its endpoints).
-            by_addr_.erase(d.src);
-            have_last_src_ = false;
-            on_datagram(d, now);   // once: the new peer has no sender id yet
-            return;
-        }
-        p.remote_id = h.sender_id;
-    }
+    p.remote_id = h.sender_id;
     auto out = [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); };
     if (p.tx) {
         p.tx->on_ack(h.ack, h.sack, now, out);
