@@ -577,8 +577,12 @@ struct RawRequester {
         if (fd >= 0)
             ::close(fd);
     }
-    void open(uint32_t rq_psn) {
-        ASSERT_EQ(b.open(cfg1024()), Status::ok);
+    // thread: b's progress thread, which would send slices whenever the test is slower than
+    // IDLE_TAKEOVER between two steps.
+    void open(uint32_t rq_psn, bool thread) {
+        DeviceConfig cfg = cfg1024();
+        cfg.progress_thread = thread;
+        ASSERT_EQ(b.open(cfg), Status::ok);
         sockaddr_in sa;
         fd = loopback_udp_socket(sa);
         ASSERT_GE(fd, 0);
@@ -650,7 +654,7 @@ TEST(SwManual, LongReadIsAnsweredInSlicesAndWhatFollowsWaits) {
     // (responses lost) sends that READ again from there, not everything twice.
     RawRequester rr;
     const uint32_t p0 = ManualPair::psn_a;   // the READ's PSNs wrap the 24-bit space
-    ASSERT_NO_FATAL_FAILURE(rr.open(p0));
+    ASSERT_NO_FATAL_FAILURE(rr.open(p0, false));   // only this test's progress calls send
     if (!rr.skip.empty())
         GTEST_SKIP() << rr.skip;
     Host& b = rr.b;
@@ -709,7 +713,7 @@ TEST(SwManual, LongReadGoesOnWhileTheOwnerComputes) {
     // Passive target: the owner never calls progress after the READ arrived; the progress
     // thread sends the slices after the first.
     RawRequester rr;
-    ASSERT_NO_FATAL_FAILURE(rr.open(0x10));
+    ASSERT_NO_FATAL_FAILURE(rr.open(0x10, true));
     if (!rr.skip.empty())
         GTEST_SKIP() << rr.skip;
     constexpr uint32_t mtu = 1024, npkts = 4096;
