@@ -222,6 +222,7 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(rx_nonzero_ipv4_id) ROCE_SW_STAT(ce_received) ROCE_SW_STAT(cnps_sent)
     ROCE_SW_STAT(cnps_received) ROCE_SW_STAT(cnps_local) ROCE_SW_STAT(faults_ce) ROCE_SW_STAT(cc_paced)
     ROCE_SW_STAT(reads_capped) ROCE_SW_STAT(tx_gathered) ROCE_SW_STAT(tx_region_gone)
+    ROCE_SW_STAT(resp_dropped)
     ROCE_SW_STAT(naks_sent_seq) ROCE_SW_STAT(naks_sent_rnr)
     ROCE_SW_STAT(naks_sent_access) ROCE_SW_STAT(naks_sent_invalid) ROCE_SW_STAT(naks_received_seq)
     ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)

@@ -154,6 +154,9 @@ struct DeviceStats {
     // Packets whose payload the kernel read in place (gather send, no copy into a tx slot), and
     // gathered READ responses dropped because their region was deregistered before the send.
     uint64_t tx_gathered, tx_region_gone;
+    // Responses not sent because max_resp_jobs waited on their QP already (a requester beyond
+    // its READ/atomic limit, or a flood of bad requests behind a long READ): as if lost.
+    uint64_t resp_dropped;
     // NAKs by type (naks_sent / naks_received count them all, RNR NAKs included).
     uint64_t naks_sent_seq, naks_sent_rnr, naks_sent_access, naks_sent_invalid;
     uint64_t naks_received_seq, naks_received_rnr, naks_received_access, naks_received_invalid;

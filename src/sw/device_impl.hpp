@@ -174,6 +174,9 @@ public:
     // else behind what waits (RespJob); a READ sends at most resp_slice_bytes of it at once,
     // the rest from pump_responses (each progress round, that much per QP).
     static constexpr size_t resp_slice_bytes = 256u << 10;
+    // Responses that may wait on one QP: a requester keeps at most max_rd_atomic READs/atomics
+    // outstanding (and ACKs coalesce); beyond, responses are dropped (st_.resp_dropped).
+    static constexpr size_t max_resp_jobs = 2 * replay_entries;
     void respond(Qp& qp, RespJob j);
     bool emit_response(Qp& qp, RespJob& j, size_t& budget);   // true: all of it sent (or dropped)
     void pump_responses();

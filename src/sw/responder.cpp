@@ -4,6 +4,7 @@
 // bounds and rights checked per packet; a failure is NAKed with remote access error and nothing
 // is written.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -69,13 +70,18 @@ void DeviceImpl::count_nak(Qp& qp, uint8_t syndrome, bool sent) {
 
 void DeviceImpl::respond(Qp& qp, RespJob j) {
     if (qp.resp_jobs.empty()) {
-        size_t budget = resp_slice_bytes;
+        // Without the progress thread an owner asleep on the event fd would send the rest only
+        // when the peer's retransmissions wake it: all at once then, as a NIC would.
+        size_t budget = cfg_.progress_thread ? resp_slice_bytes : SIZE_MAX;
         if (emit_response(qp, j, budget))
             return;
     } else if (j.kind == RespJob::Kind::ack && qp.resp_jobs.back().kind == RespJob::Kind::ack &&
                wire::aeth_kind(j.syndrome) == wire::AethKind::ack &&
                wire::aeth_kind(qp.resp_jobs.back().syndrome) == wire::AethKind::ack) {
         qp.resp_jobs.back() = j;   // a newer ACK says all the older one did
+        return;
+    } else if (qp.resp_jobs.size() >= max_resp_jobs) {
+        st_.resp_dropped++;
         return;
     }
     qp.resp_jobs.push_back(j);
@@ -263,11 +269,22 @@ struct Resp {
         return true;
     }
 
+    // A READ/atomic from before the responses waiting here: the requester went back (go-back-N)
+    // and asks for everything after it again, so they go (this one is answered at once, not
+    // behind a long READ that would keep the requester retrying). rxe abandons a READ
+    // under way likewise.
+    void went_back(uint32_t psn) {
+        if (!qp.resp_jobs.empty() && wire::psn_diff(psn, qp.resp_jobs.front().psn) < 0)
+            qp.resp_jobs.clear();
+    }
+
     void duplicate(const wire::Packet& pkt) {
         dev.st_.duplicates++;
         qp.st.duplicates++;
         const uint32_t p = pkt.bth.psn;
         const auto op = Opcode(pkt.bth.opcode);
+        if (op == Opcode::rc_read_request || op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap)
+            went_back(p);
         if (op == Opcode::rc_read_request) {
             const uint32_t len = pkt.reth.dma_len;
             const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;

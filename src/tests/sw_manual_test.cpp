@@ -577,12 +577,14 @@ struct RawRequester {
         if (fd >= 0)
             ::close(fd);
     }
-    // thread: b's progress thread, which would send slices whenever the test is slower than
-    // IDLE_TAKEOVER between two steps.
-    void open(uint32_t rq_psn, bool thread) {
+    // takeover_ms: b's progress thread serves the device once the test has not called
+    // progress for that long (it sends slices then); 0: no progress thread (whole READs at once).
+    void open(uint32_t rq_psn, uint32_t takeover_ms) {
         DeviceConfig cfg = cfg1024();
-        cfg.progress_thread = thread;
+        cfg.progress_thread = takeover_ms != 0;
+        cfg.idle_takeover_us = takeover_ms * 1000;
         ASSERT_EQ(b.open(cfg), Status::ok);
+        b.dev->progress();   // the owner is here now
         sockaddr_in sa;
         fd = loopback_udp_socket(sa);
         ASSERT_GE(fd, 0);
@@ -654,7 +656,7 @@ TEST(SwManual, LongReadIsAnsweredInSlicesAndWhatFollowsWaits) {
     // (responses lost) sends that READ again from there, not everything twice.
     RawRequester rr;
     const uint32_t p0 = ManualPair::psn_a;   // the READ's PSNs wrap the 24-bit space
-    ASSERT_NO_FATAL_FAILURE(rr.open(p0, false));   // only this test's progress calls send
+    ASSERT_NO_FATAL_FAILURE(rr.open(p0, 60'000));   // only this test's progress calls send
     if (!rr.skip.empty())
         GTEST_SKIP() << rr.skip;
     Host& b = rr.b;
@@ -711,9 +713,9 @@ TEST(SwManual, LongReadIsAnsweredInSlicesAndWhatFollowsWaits) {
 
 TEST(SwManual, LongReadGoesOnWhileTheOwnerComputes) {
     // Passive target: the owner never calls progress after the READ arrived; the progress
-    // thread sends the slices after the first.
+    // thread (taking over after 200 ms) sends the slices after the first.
     RawRequester rr;
-    ASSERT_NO_FATAL_FAILURE(rr.open(0x10, true));
+    ASSERT_NO_FATAL_FAILURE(rr.open(0x10, 200));
     if (!rr.skip.empty())
         GTEST_SKIP() << rr.skip;
     constexpr uint32_t mtu = 1024, npkts = 4096;
@@ -721,9 +723,90 @@ TEST(SwManual, LongReadGoesOnWhileTheOwnerComputes) {
     MrKeys k;
     ASSERT_EQ(rr.b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), mem.size(), access_all, k), Status::ok);
     ASSERT_NO_FATAL_FAILURE(inject(rr.b, read_request(rr.qb, 0x10, mem.data(), k.rkey, npkts * mtu), {}, rr.peer));
+    EXPECT_EQ(rr.b.dev->stats().tx_packets, DeviceImpl::resp_slice_bytes / mtu) << "the first slice";
     std::vector<wire::Packet> seen;
     ASSERT_NO_FATAL_FAILURE(rr.collect(seen, npkts, false, 0x10, mem, mtu));
     ASSERT_EQ(seen.size(), size_t(npkts));
     for (uint32_t i = 0; i < npkts; ++i)
         ASSERT_EQ(seen[i].bth.psn, 0x10 + i);
+}
+
+TEST(SwManual, ReissuedEarlierReadGoesBeforeTheSlicedOne) {
+    // READ A (one packet), then READ B (4 MiB, sliced). The requester lost A's response and
+    // goes back to A (go-back-N: it asks for B again after it). A is answered at once and what
+    // waited of B is dropped: queued behind B, A's answer came only after all of B, whose
+    // responses the requester takes as a sign of loss - it went back again, and B restarted,
+    // for ever. Then B's re-issue starts B anew. Without the progress thread (nobody would
+    // send slices while the owner sleeps) a long READ goes at once.
+    RawRequester rr;
+    const uint32_t p0 = 0x200;
+    ASSERT_NO_FATAL_FAILURE(rr.open(p0, 60'000));
+    if (!rr.skip.empty())
+        GTEST_SKIP() << rr.skip;
+    Host& b = rr.b;
+    constexpr uint32_t mtu = 1024, npkts = 4096, len = npkts * mtu;
+    const std::vector<uint8_t> mem = random_bytes(len, 13);
+    MrKeys k;
+    ASSERT_EQ(b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k), Status::ok);
+    const wire::Packet a = read_request(rr.qb, p0, mem.data(), k.rkey, mtu);
+    const wire::Packet rb = read_request(rr.qb, p0 + 1, mem.data(), k.rkey, len);
+    ASSERT_NO_FATAL_FAILURE(inject(b, a, {}, rr.peer));
+    ASSERT_NO_FATAL_FAILURE(inject(b, rb, {}, rr.peer));
+    const uint64_t slice = DeviceImpl::resp_slice_bytes / mtu;
+    ASSERT_EQ(b.dev->stats().tx_packets, 1 + slice);
+    ASSERT_NO_FATAL_FAILURE(inject(b, a, {}, rr.peer));
+    EXPECT_EQ(b.dev->stats().tx_packets, 1 + slice + 1) << "A again, at once";
+    ASSERT_NO_FATAL_FAILURE(inject(b, rb, {}, rr.peer));
+    EXPECT_EQ(b.dev->stats().tx_packets, 1 + slice + 1 + slice) << "B from its start";
+    std::vector<wire::Packet> seen;
+    const size_t want = 1 + slice + 1 + npkts;
+    // (READ A's payload is mem's first packet, B's packet i is mem's packet i: PSN p0 + 1 + i.
+    // collect() checks payloads by PSN from p0, so B's are checked against packet i + 1.)
+    std::vector<uint8_t> by_psn(mem.begin(), mem.begin() + mtu);
+    by_psn.insert(by_psn.end(), mem.begin(), mem.end());
+    ASSERT_NO_FATAL_FAILURE(rr.collect(seen, want, true, p0, by_psn, mtu));
+    ASSERT_EQ(seen.size(), want);
+    using wire::Opcode;
+    EXPECT_EQ(seen[0].bth.psn, p0);
+    EXPECT_EQ(seen[1 + slice].bth.psn, p0);
+    EXPECT_EQ(seen[1 + slice].bth.opcode, uint8_t(Opcode::rc_read_response_only));
+    for (uint32_t i = 0; i < npkts; ++i)
+        ASSERT_EQ(seen[2 + slice + i].bth.psn, p0 + 1 + i) << i;
+    EXPECT_EQ(seen[2 + slice].bth.opcode, uint8_t(Opcode::rc_read_response_first));
+    EXPECT_EQ(seen.back().bth.opcode, uint8_t(Opcode::rc_read_response_last));
+
+    // Without a progress thread: all of a long READ at once.
+    RawRequester solo;
+    ASSERT_NO_FATAL_FAILURE(solo.open(p0, 0));
+    MrKeys k2;
+    ASSERT_EQ(solo.b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k2), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(inject(solo.b, read_request(solo.qb, p0, mem.data(), k2.rkey, len), {}, solo.peer));
+    EXPECT_EQ(solo.b.dev->stats().tx_packets, uint64_t(npkts));
+}
+
+TEST(SwManual, ResponsesWaitingOnAQpAreBounded) {
+    // Behind a long READ, a peer's flood of requests that each want an answer (here WRITEs to
+    // a wrong rkey: one NAK each) must not queue answers without bound: beyond max_resp_jobs
+    // they are dropped, as if lost (counter resp_dropped).
+    RawRequester rr;
+    const uint32_t p0 = 0x300;
+    ASSERT_NO_FATAL_FAILURE(rr.open(p0, 60'000));
+    if (!rr.skip.empty())
+        GTEST_SKIP() << rr.skip;
+    Host& b = rr.b;
+    constexpr uint32_t mtu = 1024, len = 4096 * mtu;
+    const std::vector<uint8_t> mem = random_bytes(len, 14);
+    MrKeys k;
+    ASSERT_EQ(b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(inject(b, read_request(rr.qb, p0, mem.data(), k.rkey, len), {}, rr.peer));
+    const size_t flood = 3 * DeviceImpl::max_resp_jobs;
+    for (size_t i = 0; i < flood; ++i)
+        ASSERT_NO_FATAL_FAILURE(inject_write(b, rr.qb, p0 + 4096, rr.peer, 0, uint64_t(uintptr_t(mem.data())),
+                                             k.rkey ^ 0x100, {1, 2, 3}));
+    const DeviceStats s = b.dev->stats();
+    EXPECT_EQ(s.naks_sent_access, flood);
+    EXPECT_EQ(s.resp_dropped, flood - (DeviceImpl::max_resp_jobs - 1));   // the READ takes one
+    auto* impl = dynamic_cast<DeviceImpl*>(b.dev.get());
+    std::lock_guard lk(impl->mu_);
+    EXPECT_EQ(impl->find_qp(rr.qb)->resp_jobs.size(), DeviceImpl::max_resp_jobs);
 }
