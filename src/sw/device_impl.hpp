@@ -169,15 +169,18 @@ public:
     void qp_fail(Qp& qp, Status st);       // QP -> error, all WRs complete with st
     // responder (responder.cpp)
     void resp_packet(Qp& qp, const wire::Packet& pkt);
-    void send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);
+    bool send_ack(Qp& qp, uint8_t syndrome, uint32_t psn);   // false: dropped (respond)
     // Every response goes through respond(): at once while nothing waits before it on the QP,
     // else behind what waits (RespJob); a READ sends at most resp_slice_bytes of it at once,
     // the rest from pump_responses (each progress round, that much per QP).
     static constexpr size_t resp_slice_bytes = 256u << 10;
-    // Responses that may wait on one QP: a requester keeps at most max_rd_atomic READs/atomics
-    // outstanding (and ACKs coalesce); beyond, responses are dropped (st_.resp_dropped).
-    static constexpr size_t max_resp_jobs = 2 * replay_entries;
-    void respond(Qp& qp, RespJob j);
+    // Responses that may wait on one QP: a requester keeps at most max_rd_atomic (<= 64)
+    // READs/atomics outstanding, an ACK behind each, a few NAKs; beyond, responses are dropped
+    // (st_.resp_dropped), as if lost.
+    static constexpr size_t max_resp_jobs = 4 * replay_entries;
+    // ahead: before what waits (a duplicate from before it: Resp::answer_ahead). false: the
+    // response was dropped (max_resp_jobs).
+    bool respond(Qp& qp, RespJob j, bool ahead = false);
     bool emit_response(Qp& qp, RespJob& j, size_t& budget);   // true: all of it sent (or dropped)
     void pump_responses();
     std::vector<uint32_t> resp_list_;   // QPs with Qp::resp_jobs

@@ -18,13 +18,14 @@ namespace {
 constexpr uint8_t rnr_timer_code = 10;   // 0.32 ms
 }
 
-void DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
+bool DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     RespJob j;
     j.kind = RespJob::Kind::ack;
     j.syndrome = syndrome;
     j.psn = psn;
     j.msn = qp.msn;
-    respond(qp, j);
+    if (!respond(qp, j))
+        return false;   // as if lost: still due (ack_pending), counted as resp_dropped only
     if (wire::aeth_kind(syndrome) == wire::AethKind::ack) {
         qp.ack_pending = false;
         qp.pkts_since_ack = 0;
@@ -32,6 +33,7 @@ void DeviceImpl::send_ack(Qp& qp, uint8_t syndrome, uint32_t psn) {
     } else {
         count_nak(qp, syndrome, true);
     }
+    return true;
 }
 
 void DeviceImpl::want_ack(Qp& qp, bool prompt) {
@@ -68,27 +70,32 @@ void DeviceImpl::count_nak(Qp& qp, uint8_t syndrome, bool sent) {
     ++(sent ? st_.naks_sent : st_.naks_received);
 }
 
-void DeviceImpl::respond(Qp& qp, RespJob j) {
-    if (qp.resp_jobs.empty()) {
+bool DeviceImpl::respond(Qp& qp, RespJob j, bool ahead) {
+    if (qp.resp_jobs.empty() || ahead) {
         // Without the progress thread an owner asleep on the event fd would send the rest only
         // when the peer's retransmissions wake it: all at once then, as a NIC would.
         size_t budget = cfg_.progress_thread ? resp_slice_bytes : SIZE_MAX;
         if (emit_response(qp, j, budget))
-            return;
+            return true;
     } else if (j.kind == RespJob::Kind::ack && qp.resp_jobs.back().kind == RespJob::Kind::ack &&
                wire::aeth_kind(j.syndrome) == wire::AethKind::ack &&
                wire::aeth_kind(qp.resp_jobs.back().syndrome) == wire::AethKind::ack) {
         qp.resp_jobs.back() = j;   // a newer ACK says all the older one did
-        return;
-    } else if (qp.resp_jobs.size() >= max_resp_jobs) {
-        st_.resp_dropped++;
-        return;
+        return true;
     }
-    qp.resp_jobs.push_back(j);
+    if (qp.resp_jobs.size() >= max_resp_jobs) {
+        st_.resp_dropped++;
+        return false;
+    }
+    if (ahead)
+        qp.resp_jobs.push_front(j);
+    else
+        qp.resp_jobs.push_back(j);
     if (!qp.resp_listed) {
         qp.resp_listed = true;
         resp_list_.push_back(qp.qpn);
     }
+    return true;
 }
 
 bool DeviceImpl::emit_response(Qp& qp, RespJob& j, size_t& budget) {
@@ -165,8 +172,8 @@ struct Resp {
     Qp& qp;
 
     void nak(wire::NakCode code) {
-        dev.send_ack(qp, wire::aeth_nak_syndrome(code), qp.epsn);
-        qp.nak_sent = true;
+        if (dev.send_ack(qp, wire::aeth_nak_syndrome(code), qp.epsn))
+            qp.nak_sent = true;   // (one per gap: a dropped one may be sent for the next packet)
         if (code != wire::nak_psn_seq_error)
             qp.in_op = Qp::InOp::none;
     }
@@ -196,10 +203,11 @@ struct Resp {
     bool receive_queue_full() {
         if (qp.undelivered < dev.cfg_.recv_queue_len)
             return false;
-        dev.st_.rnr_naks++;
-        qp.st.rnr_naks++;
-        dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn);
-        qp.nak_sent = true;
+        if (dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn)) {
+            dev.st_.rnr_naks++;
+            qp.st.rnr_naks++;
+            qp.nak_sent = true;
+        }
         return true;
     }
 
@@ -242,7 +250,8 @@ struct Resp {
     // Answers a READ of [va, va+len) starting at `psn` (respond: at once, or a slice at a time).
     // mid_start: the request re-issues the tail of an earlier READ, so the first packet is a
     // MIDDLE/LAST (as rxe answers).
-    void read_responses(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t n, bool mid_start) {
+    void read_responses(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t n, bool mid_start,
+                        bool ahead = false) {
         RespJob j;
         j.kind = RespJob::Kind::read;
         j.mid_start = mid_start;
@@ -252,7 +261,7 @@ struct Resp {
         j.rkey = rkey;
         j.len = len;
         j.va = va;
-        dev.respond(qp, j);
+        dev.respond(qp, j, ahead);
     }
 
     // A READ re-issued from `psn` (responses lost) while the READ it continues is still being
@@ -269,13 +278,13 @@ struct Resp {
         return true;
     }
 
-    // A READ/atomic from before the responses waiting here: the requester went back (go-back-N)
-    // and asks for everything after it again, so they go (this one is answered at once, not
-    // behind a long READ that would keep the requester retrying). rxe abandons a READ
-    // under way likewise.
-    void went_back(uint32_t psn) {
-        if (!qp.resp_jobs.empty() && wire::psn_diff(psn, qp.resp_jobs.front().psn) < 0)
-            qp.resp_jobs.clear();
+    // A READ/atomic from before the responses waiting here: answered ahead of them. Behind a
+    // long READ, its answer came after that READ's responses, which the requester (gone back
+    // to it) took as a sign of loss: it went back again and the READ restarted, for ever. What
+    // waits stays: a stale duplicate (delayed on the way, not a go-back) costs nothing, and
+    // after a go-back the long READ's re-issue rewinds it (rewind_sliced_read).
+    bool answer_ahead(uint32_t psn) const {
+        return !qp.resp_jobs.empty() && wire::psn_diff(psn, qp.resp_jobs.front().psn) < 0;
     }
 
     void duplicate(const wire::Packet& pkt) {
@@ -283,8 +292,7 @@ struct Resp {
         qp.st.duplicates++;
         const uint32_t p = pkt.bth.psn;
         const auto op = Opcode(pkt.bth.opcode);
-        if (op == Opcode::rc_read_request || op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap)
-            went_back(p);
+        const bool ahead = answer_ahead(p);
         if (op == Opcode::rc_read_request) {
             const uint32_t len = pkt.reth.dma_len;
             const uint32_t n = len ? (len + qp.mtu - 1) / qp.mtu : 1;
@@ -299,14 +307,14 @@ struct Resp {
                 const auto d = uint32_t(wire::psn_diff(p, e->psn));
                 if (d + n > e->npkts)
                     return nak_duplicate(p, wire::nak_invalid_request);   // not a tail of that READ
-                read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, d != 0);
+                read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, d != 0, ahead);
                 return;
             }
             // Older than the replay cache remembers (many small READs outstanding, re-issued
             // after heavy loss): READ is idempotent, so answer it from its own RETH, access
             // checked as for a new request. Ignoring it would leave the requester without the
             // data for good and fail the QP.
-            read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, false);
+            read_responses(p, pkt.reth.va, pkt.reth.rkey, len, n, false, ahead);
             return;
         }
         if (op == Opcode::rc_fetch_add || op == Opcode::rc_cmp_swap) {
@@ -314,20 +322,20 @@ struct Resp {
             // remembers (more than 64 atomics since: beyond any requester's outstanding
             // limit, ours is MAX_RD_ATOMIC 16), it cannot be answered.
             if (const ReplayEntry* e = replayed(p, true); e && e->psn == p)
-                return atomic_ack(p, e->orig);
+                return atomic_ack(p, e->orig, ahead);
             return nak_duplicate(p, wire::nak_invalid_request);
         }
         // SEND/WRITE: acknowledge again (coalesced to the end of the receive batch).
         dev.want_ack(qp, true);
     }
 
-    void atomic_ack(uint32_t psn, uint64_t orig) {
+    void atomic_ack(uint32_t psn, uint64_t orig, bool ahead = false) {
         RespJob j;
         j.kind = RespJob::Kind::atomic;
         j.psn = psn;
         j.msn = qp.msn;
         j.orig = orig;
-        dev.respond(qp, j);
+        dev.respond(qp, j, ahead);
     }
 
     void packet(const wire::Packet& pkt) {

@@ -64,9 +64,11 @@ inline void encode(const Header& h, uint8_t* p) {
     wire::be::store32(p + 16, h.sack);
 }
 
-// False for anything that is not a header of this version (too short, unknown type).
+// False for anything that is not a header of this version (too short, unknown type, sender id
+// 0: never sent, and 0 stands for "not heard yet" in a peer's state).
 inline bool decode(const uint8_t* p, size_t len, Header& h) {
-    if (len < header_size || p[3] != header_version || p[0] < 1 || p[0] > 3) {
+    if (len < header_size || p[3] != header_version || p[0] < 1 || p[0] > 3 ||
+        (p[4] | p[5] | p[6] | p[7]) == 0) {
         return false;
     }
     h.type = PktType(p[0]);

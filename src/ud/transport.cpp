@@ -337,6 +337,13 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     // (Before the failed peer's check: a process that starts at the address of one given up
     // must not be ignored for good.)
     if (p.remote_id != h.sender_id && p.remote_id != 0) {
+        if (h.sender_id == p.replaced_id) {
+            return;   // late from the process this one replaced: it would flip them back and forth
+        }
+        if (passive_peers_ >= cfg_.max_passive_peers) {
+            ++stats_.peers_refused;   // (the new peer would be refused: the old one stays as it is)
+            return;
+        }
         // Another process now answers at this address: what we sent and received belongs to
         // the one that is gone. If it had acknowledged all we sent, nothing was lost (reset:
         // UCP without error handling is not aborted for it, as for UCX's ud); else timeout.
@@ -346,9 +353,13 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
         fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset);   // (no-op if failed)
         // The address is the new process's now: forgotten, so that this datagram makes a new
         // peer as any new source does (the old id stays failed for its endpoints).
+        const uint32_t replaced = p.remote_id;
         by_addr_.erase(d.src);
         have_last_src_ = false;
         on_datagram(d, now);   // once: the new peer has no sender id yet
+        if (auto it = by_addr_.find(d.src); it != by_addr_.end()) {
+            peers_[it->second]->replaced_id = replaced;
+        }
         return;
     }
     // A peer given up stays so, also for datagrams from an address that never answered before

@@ -157,6 +157,7 @@ private:
     struct Peer {
         UdAddr addr;
         uint32_t remote_id = 0;          // the peer's sender_id, once heard
+        uint32_t replaced_id = 0;        // the sender_id of the process it replaced at its address
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
         size_t frag = 0;                 // AM bytes per packet to it (peer())
