@@ -13,6 +13,7 @@
 
 #include "sw/ud_qp.hpp"
 #include "sw/udp_socket.hpp"
+#include "common/log.hpp"
 #include "ud/transport.hpp"
 
 namespace roce::ud {
@@ -494,6 +495,40 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     }
     ASSERT_EQ(sb2.msgs.size(), 2u);
     EXPECT_EQ(sa.failures.size(), 1u);
+}
+
+// Anyone may send datagrams from an address with ever new sender ids: each is a restart (the
+// peer before it ends), but only the first few are logged - a flood of them is counted.
+TEST(UdTransport, RestartFloodIsCountedNotLogged) {
+    static std::vector<std::string> lines;
+    lines.clear();
+    set_log_sink([](LogLevel, const char* msg) { lines.emplace_back(msg); });
+    Link l;
+    Sink sa;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa);
+    const UdAddr from{{2, {}, 1001}, 11};
+    constexpr unsigned n = 100;
+    for (unsigned i = 1; i <= n; ++i) {
+        Header h;
+        h.type = PktType::ack;
+        h.sender_id = 0x1000 + i;
+        std::vector<uint8_t> bytes(header_size);
+        encode(h, bytes.data());
+        l.q[0].push_back({from, bytes});
+        a->progress();
+    }
+    set_log_sink(nullptr);
+    uint64_t restarted = 0;
+    for (const auto& [name, v] : a->counters())
+        if (name == "restarted_peers")
+            restarted = v;
+    EXPECT_EQ(restarted, n - 1);   // the first made the peer
+    EXPECT_LE(lines.size(), 2u * 8) << "a line or two per restart for the first 8 only";
+    EXPECT_GE(lines.size(), 8u);
+    bool said = false;
+    for (const auto& m : lines)
+        said |= m.find("counted only") != std::string::npos;
+    EXPECT_TRUE(said) << "the last line logged says the rest are counted";
 }
 
 TEST(UdTransport, ProbeOfLivePeerIsAcknowledged) {

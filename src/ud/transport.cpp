@@ -348,9 +348,15 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
         // the one that is gone. If it had acknowledged all we sent, nothing was lost (reset:
         // UCP without error handling is not aborted for it, as for UCX's ud); else timeout.
         ++stats_.restarted_peers;
-        ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(), p.remote_id,
-                  h.sender_id);
-        fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset);   // (no-op if failed)
+        const bool quiet = restarts_logged_ >= logged_restarts;
+        if (!quiet && ++restarts_logged_ < logged_restarts) {
+            ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(), p.remote_id,
+                      h.sender_id);
+        } else if (!quiet) {
+            ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x); further restarts are counted only "
+                      "(counter restarted_peers)", p.addr.to_string().c_str(), p.remote_id, h.sender_id);
+        }
+        fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset, quiet);   // (no-op if failed)
         // The address is the new process's now: forgotten, so that this datagram makes a new
         // peer as any new source does (the old id stays failed for its endpoints).
         const uint32_t replaced = p.remote_id;
@@ -406,12 +412,13 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     }
 }
 
-void Transport::fail(PeerId id, Status why) {
+void Transport::fail(PeerId id, Status why, bool quiet) {
     Peer& p = *peers_[id];
     if (p.status != Status::ok) return;
-    ROCE_WARN("ud_roce: peer %s failed (%s): %s; received up to %u", p.addr.to_string().c_str(),
-              std::string(to_string(why)).c_str(), p.tx ? p.tx->describe().c_str() : "nothing sent",
-              p.rx ? p.rx->ack() : 0);
+    if (!quiet)
+        ROCE_WARN("ud_roce: peer %s failed (%s): %s; received up to %u", p.addr.to_string().c_str(),
+                  std::string(to_string(why)).c_str(), p.tx ? p.tx->describe().c_str() : "nothing sent",
+                  p.rx ? p.rx->ack() : 0);
     p.status = why;
     if (p.tx) {
         const SenderStats& s = p.tx->stats();

@@ -176,7 +176,7 @@ private:
     Status put(const Peer& p, const iovec* iov, size_t iovcnt);   // send or send_held (hold_)
     void send_ack(Peer& p, uint8_t flags = 0);
     void on_datagram(const Datagram& d, uint64_t now);
-    void fail(PeerId id, Status why);
+    void fail(PeerId id, Status why, bool quiet = false);   // quiet: no log line (counted only)
     void activate(PeerId id);
     void service(uint64_t now, unsigned& count, bool were_away);
     unsigned receive(uint64_t now);
@@ -199,6 +199,10 @@ private:
     void release_stale_reservations(uint64_t now);
     size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)
     bool warned_refused_ = false;
+    // Restarts logged so far: each is a line (and its old peer's failure another), and anyone
+    // may send datagrams with a new sender id from an address: a flood of them is counted only.
+    static constexpr unsigned logged_restarts = 8;
+    unsigned restarts_logged_ = 0;
     bool warned_small_mtu_ = false;    // peer(): a peer's MTU too small for SEG_SIZE
     std::vector<std::unique_ptr<Peer>> peers_;
     std::unordered_map<UdAddr, PeerId, UdAddrHash> by_addr_;
