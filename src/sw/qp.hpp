@@ -79,7 +79,7 @@ struct RespJob {
     enum class Kind : uint8_t { read, atomic, ack } kind = Kind::read;
     bool mid_start = false;   // read: packet 0 continues an earlier READ (MIDDLE/LAST, as rxe)
     uint8_t syndrome = 0;     // ack: the AETH syndrome (an ACK, or a NAK)
-    uint32_t psn = 0;         // read: of packet 0
+    uint32_t psn = 0;         // the response's PSN (read: of packet 0)
     uint32_t msn = 0;         // the AETH's MSN when it was executed
     uint32_t n = 1;           // read: response packets ...
     uint32_t next = 0;        // ... and the next one to send
