@@ -567,6 +567,8 @@ namespace {
 // A QP of `b` connected by hand to a plain UDP socket that plays the requester (a 32 MiB
 // receive buffer: it takes a whole 4 MiB READ's responses). skip: why it cannot run here.
 struct RawRequester {
+    std::vector<uint8_t> mem;   // the READs' source, registered with b (rkey k.rkey): outlives b
+    MrKeys k;
     Host b;
     int fd = -1;
     WireAddr peer{};
@@ -606,6 +608,11 @@ struct RawRequester {
         mp.sq_psn = 0x100;
         mp.rq_psn = rq_psn;
         ASSERT_EQ(b.dev->connect_qp_manual(qb, mp), Status::ok);
+    }
+    // `len` random bytes (seed) as b's memory region.
+    void region(size_t len, uint32_t seed) {
+        mem = random_bytes(len, seed);
+        ASSERT_EQ(b.pd->reg_mr(mem.data(), len, access_all, k), Status::ok);
     }
     // What b sends until `want` packets came and then nothing for a few rounds (or 20 s
     // passed), ICRC checked; READ response payloads compared with mem (READ at first_psn).
@@ -663,9 +670,9 @@ TEST(SwManual, LongReadIsAnsweredInSlicesAndWhatFollowsWaits) {
     const uint32_t qb = rr.qb;
     const WireAddr peer = rr.peer;
     constexpr uint32_t mtu = 1024, npkts = 4096, len = npkts * mtu;
-    const std::vector<uint8_t> mem = random_bytes(len, 11);
-    MrKeys k;
-    ASSERT_EQ(b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(rr.region(len, 11));
+    const std::vector<uint8_t>& mem = rr.mem;
+    const MrKeys& k = rr.k;
     Targets t;
     t.counter = 41;
     ASSERT_NO_FATAL_FAILURE(t.reg(b));
@@ -719,13 +726,12 @@ TEST(SwManual, LongReadGoesOnWhileTheOwnerComputes) {
     if (!rr.skip.empty())
         GTEST_SKIP() << rr.skip;
     constexpr uint32_t mtu = 1024, npkts = 4096;
-    const std::vector<uint8_t> mem = random_bytes(size_t(npkts) * mtu, 12);
-    MrKeys k;
-    ASSERT_EQ(rr.b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), mem.size(), access_all, k), Status::ok);
-    ASSERT_NO_FATAL_FAILURE(inject(rr.b, read_request(rr.qb, 0x10, mem.data(), k.rkey, npkts * mtu), {}, rr.peer));
+    ASSERT_NO_FATAL_FAILURE(rr.region(size_t(npkts) * mtu, 12));
+    ASSERT_NO_FATAL_FAILURE(inject(rr.b, read_request(rr.qb, 0x10, rr.mem.data(), rr.k.rkey, npkts * mtu), {},
+                                   rr.peer));
     EXPECT_EQ(rr.b.dev->stats().tx_packets, DeviceImpl::resp_slice_bytes / mtu) << "the first slice";
     std::vector<wire::Packet> seen;
-    ASSERT_NO_FATAL_FAILURE(rr.collect(seen, npkts, false, 0x10, mem, mtu));
+    ASSERT_NO_FATAL_FAILURE(rr.collect(seen, npkts, false, 0x10, rr.mem, mtu));
     ASSERT_EQ(seen.size(), size_t(npkts));
     for (uint32_t i = 0; i < npkts; ++i)
         ASSERT_EQ(seen[i].bth.psn, 0x10 + i);
@@ -746,9 +752,9 @@ TEST(SwManual, ReissuedEarlierReadGoesBeforeTheSlicedOne) {
         GTEST_SKIP() << rr.skip;
     Host& b = rr.b;
     constexpr uint32_t mtu = 1024, npkts = 4096, len = npkts * mtu;
-    const std::vector<uint8_t> mem = random_bytes(len, 13);
-    MrKeys k;
-    ASSERT_EQ(b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(rr.region(len, 13));
+    const std::vector<uint8_t>& mem = rr.mem;
+    const MrKeys& k = rr.k;
     const wire::Packet a = read_request(rr.qb, p0, mem.data(), k.rkey, mtu);
     const wire::Packet rb = read_request(rr.qb, p0 + 1, mem.data(), k.rkey, len);
     ASSERT_NO_FATAL_FAILURE(inject(b, a, {}, rr.peer));
@@ -783,9 +789,9 @@ TEST(SwManual, ReissuedEarlierReadGoesBeforeTheSlicedOne) {
     // Without a progress thread: all of a long READ at once.
     RawRequester solo;
     ASSERT_NO_FATAL_FAILURE(solo.open(p0, 0));
-    MrKeys k2;
-    ASSERT_EQ(solo.b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k2), Status::ok);
-    ASSERT_NO_FATAL_FAILURE(inject(solo.b, read_request(solo.qb, p0, mem.data(), k2.rkey, len), {}, solo.peer));
+    ASSERT_NO_FATAL_FAILURE(solo.region(len, 13));
+    ASSERT_NO_FATAL_FAILURE(inject(solo.b, read_request(solo.qb, p0, solo.mem.data(), solo.k.rkey, len), {},
+                                   solo.peer));
     EXPECT_EQ(solo.b.dev->stats().tx_packets, uint64_t(npkts));
 }
 
@@ -800,9 +806,9 @@ TEST(SwManual, ResponsesWaitingOnAQpAreBounded) {
         GTEST_SKIP() << rr.skip;
     Host& b = rr.b;
     constexpr uint32_t mtu = 1024, len = 4096 * mtu;
-    const std::vector<uint8_t> mem = random_bytes(len, 14);
-    MrKeys k;
-    ASSERT_EQ(b.pd->reg_mr(const_cast<uint8_t*>(mem.data()), len, access_all, k), Status::ok);
+    ASSERT_NO_FATAL_FAILURE(rr.region(len, 14));
+    const std::vector<uint8_t>& mem = rr.mem;
+    const MrKeys& k = rr.k;
     ASSERT_NO_FATAL_FAILURE(inject(b, read_request(rr.qb, p0, mem.data(), k.rkey, len), {}, rr.peer));
     const size_t flood = 3 * DeviceImpl::max_resp_jobs;
     for (size_t i = 0; i < flood; ++i)

@@ -140,6 +140,30 @@ void stream(Transport& a, Transport& b, Sink& sb, size_t count, double seconds =
     }
 }
 
+// Progresses both until a has every message to b acknowledged (at most 5 s).
+void wait_flushed(Transport& a, Transport& b, Transport::PeerId to_b) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!a.flushed(to_b) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+        a.progress();
+        b.progress();
+    }
+}
+
+// Sends one one-byte AM from -> to and progresses both until `to_sink` holds one more message
+// (at most 20 rounds: a clean link needs one or two).
+void deliver_one(Transport& from, Transport::PeerId to, Transport& other, Sink& to_sink, uint8_t am,
+                 uint8_t byte) {
+    const size_t before = to_sink.msgs.size();
+    iovec iov{&byte, 1};
+    ASSERT_EQ(from.send_am(to, am, &iov, 1), Status::ok);
+    for (int i = 0; i < 20 && to_sink.msgs.size() == before; ++i) {
+        from.progress();
+        other.progress();
+    }
+    ASSERT_EQ(to_sink.msgs.size(), before + 1);
+    EXPECT_EQ(to_sink.msgs.back().first, am);
+}
+
 void expect_all(const Sink& s, size_t count) {
     ASSERT_EQ(s.msgs.size(), count);
     for (size_t i = 0; i < count; ++i) {
@@ -366,11 +390,7 @@ TEST(UdTransport, RestartedPeerIsResetUnlessDataWasLost) {
         stream(*a, *b, sb, 5);
         expect_all(sb, 5);
         const auto to_b = a->peer(b->address());
-        const auto t0 = std::chrono::steady_clock::now();
-        while (!a->flushed(to_b) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
-            a->progress();
-            b->progress();
-        }
+        wait_flushed(*a, *b, to_b);
         ASSERT_TRUE(a->flushed(to_b));
         if (lost) {   // one more message that the old process never sees
             l.cut = true;
@@ -401,15 +421,7 @@ TEST(UdTransport, RestartedPeerIsResetUnlessDataWasLost) {
         EXPECT_EQ(sa.msgs[0].first, 2);
         const auto to_b2 = a->peer(b2->address());
         EXPECT_NE(to_b2, to_b);
-        uint8_t z = 5;
-        iovec ziov{&z, 1};
-        ASSERT_EQ(a->send_am(to_b2, 3, &ziov, 1), Status::ok);
-        for (int i = 0; i < 20 && sb2.msgs.empty(); ++i) {
-            a->progress();
-            b2->progress();
-        }
-        ASSERT_EQ(sb2.msgs.size(), 1u);
-        EXPECT_EQ(sb2.msgs[0].first, 3);
+        deliver_one(*a, to_b2, *b2, sb2, 3, 5);
         EXPECT_EQ(sa.failures.size(), 1u);
     }
 }
@@ -426,11 +438,7 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     stream(*a, *b, sb, 5);
     expect_all(sb, 5);
     const auto to_b = a->peer(b->address());
-    const auto t_ack = std::chrono::steady_clock::now();
-    while (!a->flushed(to_b) && std::chrono::steady_clock::now() - t_ack < std::chrono::seconds(5)) {
-        a->progress();
-        b->progress();
-    }
+    wait_flushed(*a, *b, to_b);
     ASSERT_TRUE(a->flushed(to_b)) << "b answered: a knows its sender id";
     const uint32_t old_id = b->sender_id();
     b.reset();   // dies
@@ -450,28 +458,11 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     l.q[1].clear();
     auto b2 = make(std::make_unique<LinkQp>(l, 1), sb2);
     ASSERT_NE(b2->sender_id(), old_id);
-    const auto to_a = b2->peer(a->address());
-    uint8_t y = 9;
-    iovec yiov{&y, 1};
-    ASSERT_EQ(b2->send_am(to_a, 2, &yiov, 1), Status::ok);
-    for (int i = 0; i < 20 && sa.msgs.empty(); ++i) {
-        b2->progress();
-        a->progress();
-    }
-    ASSERT_EQ(sa.msgs.size(), 1u) << "the new process's message";
-    EXPECT_EQ(sa.msgs[0].first, 2);
+    deliver_one(*b2, b2->peer(a->address()), *a, sa, 2, 9);   // the new process's message
     EXPECT_EQ(a->send_am(to_b, 0, &iov, 1), Status::timeout);   // the old peer stays ended
     const auto to_b2 = a->peer(b2->address());
     EXPECT_NE(to_b2, to_b);
-    uint8_t z = 5;
-    iovec ziov{&z, 1};
-    ASSERT_EQ(a->send_am(to_b2, 3, &ziov, 1), Status::ok);
-    for (int i = 0; i < 20 && sb2.msgs.empty(); ++i) {
-        a->progress();
-        b2->progress();
-    }
-    ASSERT_EQ(sb2.msgs.size(), 1u);
-    EXPECT_EQ(sb2.msgs[0].first, 3);
+    deliver_one(*a, to_b2, *b2, sb2, 3, 5);
     EXPECT_EQ(sa.failures.size(), 1u) << "no second failure report";
     EXPECT_TRUE(sb2.failures.empty());
     // A late datagram of the dead process (its id, a first message) arrives after all: dropped.
@@ -488,12 +479,7 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     a->progress();
     EXPECT_EQ(sa.msgs.size(), 1u) << "nothing from the dead process";
     EXPECT_EQ(sa.failures.size(), 1u) << "the new process's peer is not ended";
-    ASSERT_EQ(a->send_am(to_b2, 4, &ziov, 1), Status::ok);
-    for (int i = 0; i < 20 && sb2.msgs.size() < 2; ++i) {
-        a->progress();
-        b2->progress();
-    }
-    ASSERT_EQ(sb2.msgs.size(), 2u);
+    deliver_one(*a, to_b2, *b2, sb2, 4, 6);
     EXPECT_EQ(sa.failures.size(), 1u);
 }
 
@@ -539,11 +525,7 @@ TEST(UdTransport, ProbeOfLivePeerIsAcknowledged) {
     const auto to_b = a->peer(b->address());
     ASSERT_EQ(a->probe(to_b), Status::ok);
     EXPECT_FALSE(a->flushed(to_b));
-    const auto t0 = std::chrono::steady_clock::now();
-    while (!a->flushed(to_b) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
-        a->progress();
-        b->progress();
-    }
+    wait_flushed(*a, *b, to_b);
     EXPECT_TRUE(a->flushed(to_b));
     EXPECT_TRUE(sb.msgs.empty());   // probes are not delivered
     EXPECT_TRUE(sa.failures.empty());
