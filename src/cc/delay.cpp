@@ -6,10 +6,17 @@ namespace roce::cc {
 
 DelayCc::DelayCc(const DelayParams& p, uint32_t mtu) : p_(p), mtu_(mtu), cwnd_(p.init_cwnd) {}
 
-void DelayCc::on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now) {
-    if (rtt <= 0) return;
+bool DelayCc::on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now, Nanos slack) {
+    if (rtt <= 0) return true;
     ctr_.samples++;
     ctr_.acked_bytes += acked_bytes;
+    if (rtt >= p_.target && slack > 0) {
+        if (rtt - slack < p_.target) {
+            ctr_.ambiguous++;
+            return false;
+        }
+        rtt -= slack;
+    }
     srtt_ = srtt_ == 0 ? rtt : srtt_ + (rtt - srtt_) / 8;
     if (rtt < p_.target) {
         const double acked = static_cast<double>(acked_bytes);
@@ -23,6 +30,7 @@ void DelayCc::on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now) {
         ctr_.decreases++;
     }
     cwnd_ = std::clamp(cwnd_, p_.min_cwnd, p_.max_cwnd);
+    return true;
 }
 
 void DelayCc::on_loss(Nanos now) {

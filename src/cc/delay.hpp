@@ -5,6 +5,12 @@
 //   rtt >= target:  cwnd *= max(1 - beta*(rtt-target)/rtt, 1 - max_mdf), at most once per RTT
 // clamped to [min_cwnd, max_cwnd]. Below one MTU the window cannot be enforced by counting
 // packets; pacing_rate_bps() then returns cwnd/srtt and the caller paces (Swift's sub-packet cwnd).
+// A completion is timed when software finds it, and software may have been away (an MPI rank
+// computing between calls): `slack` is how long it may have waited there (since the poll before
+// the one that found it), so the round trip was between rtt - slack and rtt. The window shrinks
+// only for what the network surely took (rtt - slack >= target) and by that much; a sample that
+// may be the poller's absence alone changes nothing (counted as ambiguous). Without this, every
+// compute phase longer than the target cut the window by max_mdf.
 #pragma once
 #include <cstdint>
 
@@ -14,7 +20,7 @@
 namespace roce::cc {
 
 struct DelayCounters {
-    uint64_t samples = 0, increases = 0, decreases = 0, losses = 0;
+    uint64_t samples = 0, increases = 0, decreases = 0, losses = 0, ambiguous = 0;
     uint64_t acked_bytes = 0;   // what the samples covered: every byte acknowledged, once
 };
 
@@ -22,7 +28,8 @@ class DelayCc {
 public:
     DelayCc(const DelayParams& p, uint32_t mtu);
 
-    void on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now);
+    // false: ambiguous (the poller's absence may explain it), nothing changed.
+    bool on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now, Nanos slack = 0);
     // A loss (NAK / timeout): cwnd *= 1 - max_mdf, at most once per RTT (Swift's retransmit reaction).
     void on_loss(Nanos now);
     double cwnd_bytes() const { return cwnd_; }

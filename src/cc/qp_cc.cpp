@@ -60,10 +60,11 @@ void QpCc::on_cnp(Nanos now) {
     sync_pacer(now);
 }
 
-void QpCc::on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now) {
-    if (!delay_) return;
-    delay_->on_rtt_sample(rtt, acked_bytes, now);
+bool QpCc::on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now, Nanos slack) {
+    if (!delay_) return true;
+    const bool used = delay_->on_rtt_sample(rtt, acked_bytes, now, slack);
     sync_pacer(now);
+    return used;
 }
 
 void QpCc::on_loss(Nanos now) {

@@ -7,7 +7,8 @@
 //   t = next_send_time(now, bytes, outstanding)   // now: send; later: arm a wake-up; never: window full
 //   on_sent(bytes, now)                           // after the packet is on the wire
 //   on_cnp(now)                                   // a CNP for this QP arrived (dcqcn)
-//   on_rtt_sample(rtt, acked_bytes, now)          // a completion: rtt = completion - post time (delay)
+//   on_rtt_sample(rtt, acked_bytes, now, slack)   // a completion: rtt = completion - post time (delay);
+//                                                 //   slack: how long it may have waited unseen
 //   on_loss(now)                                  // a sequence NAK or a retransmission timeout
 //   on_timer(now) when now >= next_timer()        // DCQCN increase timer
 // Responder (receiver) side:
@@ -41,7 +42,7 @@ public:
     Nanos next_send_time(Nanos now, uint32_t bytes, uint64_t outstanding_bytes);
     void on_sent(uint32_t bytes, Nanos now);
     void on_cnp(Nanos now);
-    void on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now);
+    bool on_rtt_sample(Nanos rtt, uint64_t acked_bytes, Nanos now, Nanos slack = 0);   // DelayCc's
     void on_loss(Nanos now);                      // sequence NAK or retransmission timeout
     void on_timer(Nanos now);
     Nanos next_timer() const { return rp_ ? rp_->next_timer() : never; }

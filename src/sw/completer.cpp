@@ -52,7 +52,9 @@ void DeviceImpl::qp_fail(Qp& qp, Status st) {
 namespace {
 
 // Forward progress: reset retry budgets and re-arm (or stop) the retransmission timer.
-void made_progress(Qp& qp, const DeviceConfig& cfg, uint64_t now, uint32_t acked_pkts, double max_cwnd) {
+// slack: how long the acknowledgement may have waited unread (DeviceImpl::rx_slack).
+void made_progress(Qp& qp, const DeviceConfig& cfg, uint64_t now, uint32_t acked_pkts, double max_cwnd,
+                   uint64_t slack) {
     if (qp.cwnd < qp.ssthresh)
         qp.cwnd += acked_pkts;                    // slow start
     else
@@ -67,7 +69,8 @@ void made_progress(Qp& qp, const DeviceConfig& cfg, uint64_t now, uint32_t acked
         qp.probe_active = false;
         const double sample = double(now - qp.probe_ns);
         if (qp.cc)   // delay-based control: request -> completion round trips
-            qp.cc->on_rtt_sample(cc::Nanos(sample), qp.cc_acked_pkts * qp.mtu, cc::Nanos(now));
+            if (!qp.cc->on_rtt_sample(cc::Nanos(sample), qp.cc_acked_pkts * qp.mtu, cc::Nanos(now), cc::Nanos(slack)))
+                qp.st.rtt_ambiguous++;
         qp.cc_acked_pkts = 0;
         if (qp.srtt_ns == 0) {
             qp.srtt_ns = sample;
@@ -128,7 +131,7 @@ static void ack_through(DeviceImpl& dev, Qp& qp, uint32_t a, uint64_t now) {
     if (wire::psn_diff(una, qp.una_psn) > 0) {
         const uint32_t n = uint32_t(wire::psn_diff(una, qp.una_psn));
         qp.una_psn = una;
-        made_progress(qp, dev.cfg_, now, n, dev.window_pkts_);
+        made_progress(qp, dev.cfg_, now, n, dev.window_pkts_, dev.rx_slack(now));
     }
     normalize_cursor(qp);
 }
@@ -205,7 +208,7 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
             *w.result = pkt.atomic_ack.orig;
         qp.una_psn = wire::psn_add(p, 1);
         complete_wr(qp, Status::ok);
-        made_progress(qp, cfg_, now, 1, window_pkts_);
+        made_progress(qp, cfg_, now, 1, window_pkts_, rx_slack(now));
         return;
     }
     // READ response
@@ -241,7 +244,7 @@ void DeviceImpl::comp_packet(Qp& qp, const wire::Packet& pkt, uint64_t now) {
     qp.una_psn = wire::psn_add(p, 1);
     if (w.resp_pkts == w.npkts)
         complete_wr(qp, Status::ok);
-    made_progress(qp, cfg_, now, 1, window_pkts_);
+    made_progress(qp, cfg_, now, 1, window_pkts_, rx_slack(now));
 }
 
 } // namespace roce::sw

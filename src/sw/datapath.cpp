@@ -492,6 +492,8 @@ unsigned DeviceImpl::progress_locked(bool owner, uint64_t& now) {
     const unsigned before = new_events_;
     posts_since_progress_ = 0;
     const bool drain = owner && drain_rx_.exchange(false, std::memory_order_relaxed);
+    if (drain)
+        rx_emptied_ns_ = now;   // the owner slept on event_fd (armed): an arrival would have woken it
     bool stale = false;   // packets went out since the last reading
     for (int round = 0; round < 16; ++round) {
         const int n = sock_.recv_batch(rx_msgs_.data(), rx_n_);
@@ -501,6 +503,7 @@ unsigned DeviceImpl::progress_locked(bool owner, uint64_t& now) {
             now = now_ns();
             stale = false;
         }
+        const uint64_t read_ns = now;
         const uint64_t tx_before = st_.tx_packets + tx_n_;   // a batch flushed on the way counts
         size_t packets = 0;
         auto packet_time = [&] { return packets++ ? now = now_ns() : now; };
@@ -560,6 +563,8 @@ unsigned DeviceImpl::progress_locked(bool owner, uint64_t& now) {
             for (auto& [q, p] : qps_)
                 req_progress(*p, now);
         }
+        if (sock_.emptied())
+            rx_emptied_ns_ = read_ns;
         if (n < int(rx_n_) && !(drain && n > 0))   // a short batch emptied the socket; a single read may not
             break;
         tx_flush();   // more to receive: do not hold packets back

@@ -623,7 +623,9 @@ void DeviceImpl::thread_main() {
         if (!owner_.owner_idle(t))
             continue;
         const unsigned before = new_events_;
-        last_timer_ns_ = served_ns = t;   // the thread was watching the socket, not away
+        // The thread was watching the socket, not away: timers are not frozen, and what it
+        // reads arrived while it slept (an arrival wakes it).
+        last_timer_ns_ = served_ns = rx_emptied_ns_ = t;
         progress_locked(false, t);
         if (new_events_ != before) {
             notified_.store(true, std::memory_order_relaxed);

@@ -273,8 +273,8 @@ public:
     std::vector<uint8_t> take_buf();
     void give_buf(std::vector<uint8_t>&& b);
     unsigned new_events_ = 0;
-    uint64_t last_timer_ns_ = 0;
-    std::atomic<uint64_t> next_timer_ns_{0};   // earliest armed deadline after run_timers (0 = none)   // last run_timers(); longer gaps (we were not running) freeze timers
+    uint64_t last_timer_ns_ = 0;   // last run_timers(); longer gaps (we were not running) freeze timers
+    std::atomic<uint64_t> next_timer_ns_{0};   // earliest armed deadline after run_timers (0 = none)
 
     std::vector<uint32_t> ack_list_;
 
@@ -332,6 +332,10 @@ public:
     // rx batch
     bool gro_ = false;
     unsigned rx_n_ = rx_batch;           // entries per recvmmsg
+    // The last read that emptied the socket: what a later read finds arrived after it, so an ACK
+    // may have waited unread since then (the delay window's RTT samples, cc::DelayCc).
+    uint64_t rx_emptied_ns_ = 0;
+    uint64_t rx_slack(uint64_t now) const { return rx_emptied_ns_ && now > rx_emptied_ns_ ? now - rx_emptied_ns_ : 0; }
     size_t rx_size_ = max_datagram;      // bytes per entry (64 KiB with GRO)
     std::vector<CmsgBuf> rx_cmsg_;
     std::vector<uint8_t> rx_bufs_;

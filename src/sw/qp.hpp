@@ -89,13 +89,15 @@ struct RespJob {
     uint64_t orig = 0;        // atomic: the original value
 };
 
-// What a QP sent to and received from its peer: DeviceStats' per-peer subset, same names. One
+// What a QP sent to and received from its peer: DeviceStats' per-peer subset, same names (and
+// rtt_ambiguous, per QP only: the delay window's samples the poller's absence may explain). One
 // list for the fields, their sum (a destroyed QP's counts stay with its peer) and their names.
 #define ROCE_SW_QP_STATS(X)                                                                       \
     X(tx_packets) X(tx_bytes) X(rx_packets) X(rx_bytes) X(retransmits) X(duplicates)             \
     X(seq_errors) X(timeouts) X(rnr_naks) X(naks_sent_seq) X(naks_sent_rnr) X(naks_sent_access)   \
     X(naks_sent_invalid) X(naks_received_seq) X(naks_received_rnr) X(naks_received_access)       \
-    X(naks_received_invalid) X(ce_received) X(cnps_sent) X(cnps_received) X(cnps_local) X(cc_paced)
+    X(naks_received_invalid) X(ce_received) X(cnps_sent) X(cnps_received) X(cnps_local) X(cc_paced) \
+    X(rtt_ambiguous)
 struct QpStats {
 #define ROCE_FIELD(f) uint64_t f = 0;
     ROCE_SW_QP_STATS(ROCE_FIELD)

@@ -88,6 +88,7 @@ public:
     }
     void flush() override { flush_batch(); }
     bool holds_sends() const override { return true; }
+    bool emptied() const override { return sock_.emptied(); }
 
     // A GSO run received whole (GRO) is handed whole: a call may hand more than max (up to 16
     // entries of a batch's worth of datagrams each).

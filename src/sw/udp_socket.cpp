@@ -287,6 +287,7 @@ int UdpSocket::recv_batch(mmsghdr* msgs, unsigned n) {
                 msgs[0].msg_len = unsigned(r);
                 single_ = size_t(r) < small && !found_last_;
                 found_last_ = true;
+                emptied_ = false;
                 return 1;
             }
         } else {
@@ -294,6 +295,7 @@ int UdpSocket::recv_batch(mmsghdr* msgs, unsigned n) {
             if (r >= 0) {
                 single_ = r == 1 && msgs[0].msg_len < small;
                 found_last_ = false;
+                emptied_ = unsigned(r) < n;
                 return r;
             }
         }
@@ -303,6 +305,7 @@ int UdpSocket::recv_batch(mmsghdr* msgs, unsigned n) {
         // EAGAIN: nothing queued. ECONNREFUSED: an ICMP error from an earlier send; ignore.
         if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH)
             continue;
+        emptied_ = true;
         return 0;
     }
 }

@@ -67,6 +67,9 @@ public:
     // while more are queued (see the .cpp): a caller that must empty the socket reads until a
     // call returns 0. Keeps state between calls: one thread at a time (the device's lock).
     int recv_batch(mmsghdr* msgs, unsigned n);
+    // The last recv_batch left the socket empty (found nothing, or fewer than asked in one
+    // recvmmsg): what the next finds arrived after it.
+    bool emptied() const { return emptied_; }
 
 private:
     int fd_ = -1;
@@ -77,6 +80,7 @@ private:
     bool warned_msgsize_ = false;
     bool single_ = false;       // recv_batch reads with recvmsg (see the .cpp)
     bool found_last_ = false;   // the last recvmsg found a datagram
+    bool emptied_ = false;
     bool shares_port_ = false;   // SO_REUSEPORT set (main socket: once a sibling exists)
     uint8_t tc_ = 0;
     uint8_t prio_ = 0;

@@ -64,6 +64,32 @@ TEST(DelayCc, IncreaseBelowTargetDecreaseAboveOncePerRtt) {
     EXPECT_EQ(cc.counters().decreases, 2u);
 }
 
+TEST(DelayCc, APollersAbsenceIsNoCongestion) {
+    // A completion found 5.01 ms after its post, the poller having been away 5 ms (an MPI rank
+    // computing): the round trip was anywhere between 10 us and 5.01 ms. Nothing changes
+    // (before: cut by max_mdf, and the smoothed RTT took 5 ms in). What the network surely took
+    // above the target still counts.
+    DelayParams d = default_cc_config().delay;   // target 50 us
+    DelayCc cc(d, 1024);
+    cc.on_rtt_sample(10 * us, 1024, 0);
+    const double w = cc.cwnd_bytes();
+    EXPECT_FALSE(cc.on_rtt_sample(5010 * us, 1024, 10 * ns_per_ms, 5000 * us));
+    EXPECT_DOUBLE_EQ(cc.cwnd_bytes(), w);
+    EXPECT_EQ(cc.srtt(), 10 * us);
+    EXPECT_EQ(cc.counters().ambiguous, 1u);
+    EXPECT_EQ(cc.counters().decreases, 0u);
+    EXPECT_EQ(cc.counters().acked_bytes, 2048u) << "the bytes are acknowledged all the same";
+    // Found 10 us after the previous poll, 100 us after its post: at least 90 us, above the
+    // target: x = (90 - 50) / 90, cwnd *= 1 - 0.8 x.
+    EXPECT_TRUE(cc.on_rtt_sample(100 * us, 1024, 11 * ns_per_ms, 10 * us));
+    EXPECT_DOUBLE_EQ(cc.cwnd_bytes(), w * (1 - 0.8 * (40.0 / 90.0)));
+    EXPECT_EQ(cc.srtt(), 10 * us + 80 * us / 8);
+    // Below the target is below it however long the poller was away.
+    const double w2 = cc.cwnd_bytes();
+    cc.on_rtt_sample(40 * us, 1024, 12 * ns_per_ms, 1000 * us);
+    EXPECT_GT(cc.cwnd_bytes(), w2);
+}
+
 TEST(DelayCc, SubMtuWindowIsPacedAndClamped) {
     DelayParams d = default_cc_config().delay;
     d.init_cwnd = 2048;

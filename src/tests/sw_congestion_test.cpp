@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "sw/device_impl.hpp"
 #include "sw/test_support.hpp"
 
@@ -55,6 +57,25 @@ bool write_all(Pair& p, Region& dst, const std::vector<uint8_t>& src) {
     for (const Completion& c : p.a.comps)
         done_ok += c.status == Status::ok;
     return done_ok == posted;
+}
+
+// Opens p with ca / cb, WRITEs `bytes` random bytes a -> b (checked) and returns a's delay
+// window; nullptr (a failure recorded) if anything failed.
+const cc::DelayCc* delay_after_writes(Pair& p, const DeviceConfig& ca, const DeviceConfig& cb, size_t bytes,
+                                      uint32_t seed) {
+    if (!p.open(ca, cb)) {
+        ADD_FAILURE() << "pair";
+        return nullptr;
+    }
+    const std::vector<uint8_t> src = random_bytes(bytes, seed);
+    Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
+    const bool ok = write_all(p, dst, src);
+    EXPECT_TRUE(ok);
+    EXPECT_EQ(dst.mem, src);
+    const cc::QpCc* c = qp_cc(p.a, p.qa);
+    const cc::DelayCc* d = c ? c->delay() : nullptr;
+    EXPECT_NE(d, nullptr);
+    return ok && dst.mem == src ? d : nullptr;
 }
 
 } // namespace
@@ -154,18 +175,67 @@ TEST(SwCongestion, DelayWindowGrowsByEveryByteAcknowledged) {
     DeviceConfig ca = cc_cfg(cc::CcMode::delay);
     ca.cc.delay.target = 10e9;   // 10 s: every sample below it
     Pair p;
+    const size_t bytes = 8 << 20;
+    const cc::DelayCc* d = delay_after_writes(p, ca, cc_cfg(cc::CcMode::delay), bytes, 12);
+    ASSERT_NE(d, nullptr);
+    // Samples cover what was acknowledged up to the last one (the bytes after it: < a window).
+    EXPECT_GE(d->counters().acked_bytes + (4u << 20), bytes) << d->counters().samples << " samples";
+    EXPECT_LE(d->counters().acked_bytes, bytes + (64u << 10));   // (whole packets; one extra seen)
+    std::printf("[cc] delay window %.0f B after 8 MiB below target, %llu samples over %llu B\n", d->cwnd_bytes(),
+                (unsigned long long)d->counters().samples, (unsigned long long)d->counters().acked_bytes);
+}
+
+TEST(SwCongestion, AnOwnerAwayIsNoCongestion) {
+    // The owner computes for 30 ms between progress calls (no progress thread): the ACK of its
+    // WRITE waits unread all that time. The round trip was anything from microseconds to 30 ms,
+    // so the delay window is not cut (before: cut by max_mdf, the smoothed RTT took 30 ms in).
+    DeviceConfig ca = cc_cfg(cc::CcMode::delay);
+    ca.cc.delay.target = 5'000'000;   // 5 ms: above a loopback round trip, below the absence
+    ca.progress_thread = false;
+    Pair p;
     ASSERT_TRUE(p.open(ca, cc_cfg(cc::CcMode::delay)));
-    const std::vector<uint8_t> src = random_bytes(8 << 20, 12);
+    const std::vector<uint8_t> src = random_bytes(4096, 13);
     Region dst(p.b, std::vector<uint8_t>(src.size(), 0));
-    ASSERT_TRUE(write_all(p, dst, src));
+    for (uint64_t id : {1, 2}) {
+        if (id == 2)
+            p.a.dev->progress();   // reads the socket empty: what comes next is the ACK
+        ASSERT_EQ(p.a.dev->post_write(p.qa, id, src.data(), src.size(), dst.va(), dst.keys.rkey, true), Status::ok);
+        if (id == 1) {
+            ASSERT_TRUE(run_until({&p.a, &p.b}, [&] { return p.a.find(1) != nullptr; }, 5));
+            continue;
+        }
+        const uint64_t b_sent = p.b.dev->stats().tx_packets;
+        ASSERT_TRUE(run_until({&p.b}, [&] { return p.b.dev->stats().tx_packets > b_sent; }, 5)) << "b's ACK";
+        usleep(30'000);   // computing
+        ASSERT_TRUE(run_until({&p.a}, [&] { return p.a.find(2) != nullptr; }, 5));
+    }
     EXPECT_EQ(dst.mem, src);
     const cc::DelayCc* d = qp_cc(p.a, p.qa)->delay();
     ASSERT_NE(d, nullptr);
-    // Samples cover what was acknowledged up to the last one (the bytes after it: < a window).
-    EXPECT_GE(d->counters().acked_bytes + (4u << 20), src.size()) << d->counters().samples << " samples";
-    EXPECT_LE(d->counters().acked_bytes, src.size() + (64u << 10));   // (whole packets; one extra seen)
-    std::printf("[cc] delay window %.0f B after 8 MiB below target, %llu samples over %llu B\n", d->cwnd_bytes(),
-                (unsigned long long)d->counters().samples, (unsigned long long)d->counters().acked_bytes);
+    EXPECT_EQ(d->counters().decreases, 0u);
+    EXPECT_GE(d->counters().ambiguous, 1u);
+    EXPECT_LT(d->srtt(), ca.cc.delay.target) << "the absence is not a round trip";
+    EXPECT_GE(d->cwnd_bytes(), ca.cc.delay.init_cwnd);
+}
+
+TEST(SwCongestion, AQueueStillCutsTheWindowOfABusyPoller) {
+    // The other side of AnOwnerAwayIsNoCongestion: b's ACKs come 5 ms late (its fault injector
+    // holds every packet back, as a deep queue would) while a polls all the time: the round
+    // trips are surely above a 1 ms target, and the window shrinks.
+    DeviceConfig ca = cc_cfg(cc::CcMode::delay);
+    ca.cc.delay.target = 1'000'000;
+    ca.retransmit_timeout_us = 100'000;   // the late ACKs are no loss
+    DeviceConfig cb = cc_cfg(cc::CcMode::delay);
+    cb.faults.delay = 1;
+    cb.faults.delay_us = 5000;
+    Pair p;
+    const cc::DelayCc* d = delay_after_writes(p, ca, cb, 256 << 10, 14);
+    ASSERT_NE(d, nullptr);
+    EXPECT_GT(d->counters().decreases, 0u) << d->counters().samples << " samples, " << d->counters().ambiguous
+                                           << " ambiguous, " << d->counters().losses << " losses";
+    EXPECT_EQ(d->counters().losses, 0u);
+    EXPECT_LT(d->cwnd_bytes(), ca.cc.delay.init_cwnd);
+    EXPECT_GE(d->srtt(), ca.cc.delay.target);
 }
 
 TEST(SwCongestion, ReadBytesInFlightStayUnderMaxRdBytes) {

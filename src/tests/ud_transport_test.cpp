@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "sw/ud_qp.hpp"
 #include "sw/udp_socket.hpp"
@@ -515,6 +516,40 @@ TEST(UdTransport, RestartFloodIsCountedNotLogged) {
     for (const auto& m : lines)
         said |= m.find("counted only") != std::string::npos;
     EXPECT_TRUE(said) << "the last line logged says the rest are counted";
+}
+
+// The delay window (UCX_UD_ROCE_CC=delay) when the owner computes for 30 ms between progress
+// calls: the ACK waits unread all that time, so the round trip was anything up to 30 ms and the
+// window is not cut (before: cut by max_mdf on every such absence).
+TEST(UdTransport, AnOwnerAwayIsNoCongestion) {
+    Link l;
+    Sink sa, sb;
+    TransportConfig cfg;
+    cfg.tx.delay = true;
+    cfg.tx.delay_params.target = 5'000'000;   // 5 ms: above the link's round trip, below the absence
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 30'000'000'000ull, 200'000, cfg);
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
+    const auto to_b = a->peer(b->address());
+    deliver_one(*a, to_b, *b, sb, 1, 1);
+    wait_flushed(*a, *b, to_b);
+    a->progress();   // finds nothing: what comes next is the ACK
+    uint8_t x = 2;
+    iovec iov{&x, 1};
+    ASSERT_EQ(a->send_am(to_b, 2, &iov, 1), Status::ok);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (l.q[0].empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+        b->progress();
+    ASSERT_FALSE(l.q[0].empty()) << "b's ACK";
+    usleep(30'000);   // computing
+    a->progress();
+    ASSERT_TRUE(a->flushed(to_b));
+    std::map<std::string, uint64_t> c;
+    for (const auto& pc : a->peer_counters())
+        if (pc.id == to_b)
+            c.insert(pc.counters.begin(), pc.counters.end());
+    EXPECT_GE(c["rtt_ambiguous"], 1u);
+    EXPECT_LT(c["srtt_us_now"], 5000u) << "the absence is not a round trip";
+    EXPECT_GE(c["cc_window_bytes_now"], uint64_t(cfg.tx.delay_params.init_cwnd));
 }
 
 TEST(UdTransport, ProbeOfLivePeerIsAcknowledged) {

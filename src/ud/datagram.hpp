@@ -92,6 +92,9 @@ public:
     virtual bool holds_sends() const { return false; }
     // Hands up to `max` received datagrams to `fn`; returns how many.
     virtual size_t poll(FunctionRef<void(const Datagram&)> fn, size_t max) = 0;
+    // Whether the last poll() left nothing queued: what the next one finds arrived after it
+    // (the delay window's RTT samples). false: not known (a poll that finds nothing says so).
+    virtual bool emptied() const { return false; }
     // Readable when poll() may find something (after arm()).
     virtual int event_fd() const = 0;
     virtual void arm() {}

@@ -94,7 +94,7 @@ void Sender::cut_window(uint64_t now) {
         delay_->on_loss(cc::Nanos(now));
 }
 
-void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit) {
+void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit, uint64_t slack) {
     const uint32_t una = q_.empty() ? next_psn_ : q_.front().psn;
     const uint32_t sent_end = una + uint32_t(n_sent_);
     if (seq_lt(sent_end, ack)) {
@@ -114,7 +114,7 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit)
                     srtt_ns_ += (rtt - srtt_ns_) / 8;
                 }
                 if (delay_)
-                    delay_->on_rtt_sample(cc::Nanos(rtt), p.payload.size(), cc::Nanos(now));
+                    delay_->on_rtt_sample(cc::Nanos(rtt), p.payload.size(), cc::Nanos(now), cc::Nanos(slack));
             }
             inflight_bytes_ -= std::min<uint64_t>(inflight_bytes_, p.payload.size());
             // Additive increase: about one packet per window's worth of ACKs.

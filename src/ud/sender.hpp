@@ -82,7 +82,8 @@ public:
     // Sends queued packets while the window allows.
     void transmit(uint64_t now, const Emit& emit);
     // An acknowledgement from the peer (any packet's ack/sack fields).
-    void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit);
+    // slack: how long the ACK may have waited unread (the delay window's samples, cc::DelayCc).
+    void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit, uint64_t slack = 0);
     // The peer said it is busy (header flag_busy): alive, so the peer timeout starts again, as
     // rc_roce's RNR NAKs keep a requester waiting for a receiver whose owner is away.
     void on_peer_busy(uint64_t now) { last_progress_ns_ = now; }

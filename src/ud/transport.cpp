@@ -87,6 +87,7 @@ bool Transport::has_deferred() const {
 void Transport::arm() {
     std::lock_guard lk(mu_);
     qp_->arm();
+    watched_ = true;   // the owner sleeps on event_fd next
 }
 
 Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload, const ClassAdvert* cls) {
@@ -376,7 +377,7 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     p.remote_id = h.sender_id;
     auto out = [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); };
     if (p.tx) {
-        p.tx->on_ack(h.ack, h.sack, now, out);
+        p.tx->on_ack(h.ack, h.sack, now, out, emptied_ns_ && now > emptied_ns_ ? now - emptied_ns_ : 0);
         if (h.type == PktType::ack && (h.flags & flag_busy)) {
             p.tx->on_peer_busy(now);
         }
@@ -486,9 +487,16 @@ unsigned Transport::receive_held(uint64_t now) {
     // are queued (the userspace device's single reads, udp_socket.cpp).
     const bool away = last_receive_ns_ != 0 && elapsed_ns(now, last_receive_ns_) > 1'000'000;
     last_receive_ns_ = now;
+    if (watched_) {
+        // Asleep on the QP's event fd since the last receive: an arrival would have woken us.
+        watched_ = false;
+        emptied_ns_ = now;
+    }
     for (int round = 0; round < (away ? 16 : 4); ++round) {
         const size_t n = qp_->poll(on_dgram, batch);
         count += unsigned(n);
+        if (n == 0 || qp_->emptied())
+            emptied_ns_ = now;
         if (n == 0 || (n < batch && !away)) break;
     }
     // Timers (delayed ACKs, retransmission) at most every service_interval_ns_: a pass over the
@@ -595,6 +603,7 @@ void Transport::takeover(bool may_deliver) {
     const size_t had = deferred_.size() + failures_.size();
     const bool had_failures = !failures_.empty();
     passive_ = true;
+    watched_ = true;   // thread_main slept on the QP's event fd
     receive(now_ns());
     passive_ = false;
     // What may run here goes now, in order: the AMs received before any that wait for the owner
@@ -701,6 +710,7 @@ std::vector<Transport::PeerCounters> Transport::peer_counters() const {
                       {"packet_payload_now", p.frag}};
         if (p.tx && p.tx->delay()) {
             c.counters.emplace_back("delay_blocked", t.delay_blocked);
+            c.counters.emplace_back("rtt_ambiguous", p.tx->delay()->counters().ambiguous);
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(p.tx->delay()->cwnd_bytes()));
             c.counters.emplace_back("srtt_us_now", uint64_t(p.tx->delay()->srtt() / 1000));
             c.counters.emplace_back("inflight_bytes_now", p.tx->inflight_bytes());

@@ -213,6 +213,8 @@ private:
     uint64_t service_interval_ns_;        // 20 us, or half ack_delay_ns if that is shorter
     uint64_t last_service_ns_ = 0;
     uint64_t last_receive_ns_ = 0;   // receive_held's last call: longer gaps read the QP empty
+    uint64_t emptied_ns_ = 0;        // the last poll that found the QP empty: later finds arrived after it
+    bool watched_ = false;           // since the last receive, someone slept on the QP's event fd
     bool urgent_ = false;                 // a peer owes an immediate ACK (receive())
     unsigned posts_since_progress_ = 0;   // send_am calls since the owner's last progress()
     bool holds_ = false;                  // the QP batches (DatagramQp::holds_sends)

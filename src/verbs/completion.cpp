@@ -106,7 +106,7 @@ void DeviceImpl::handle_send_wc(const ibv_wc& wc) {
         // Finished in its slot (finish() queues a completion, nothing that touches sq): moving
         // the ~300-byte record out first cost as much as the rest of the loop.
         WrRec& r = q->sq.front();
-        cc_completed(*q, r, r.seq == seq && wc.status == IBV_WC_SUCCESS, now);
+        cc_completed(*q, r, r.seq == seq && wc.status == IBV_WC_SUCCESS, now, send_poll_slack_ns_);
         --q->n_posted;
         --total_wrs_;
         if (r.internal)
@@ -146,6 +146,11 @@ unsigned DeviceImpl::poll_cqs(bool all) {
     // (librxe takes the CQ's spinlock) two or three times per ping-pong iteration.
     if (all || signaled_inflight_ != 0 || ++send_poll_skips_ >= 16) {
         send_poll_skips_ = 0;
+        if (const uint64_t t = cc_now()) {
+            // Armed: the owner slept on the event fd, which a CQE wakes; not away.
+            send_poll_slack_ns_ = !send_armed_ && send_polled_ns_ && t > send_polled_ns_ ? t - send_polled_ns_ : 0;
+            send_polled_ns_ = t;
+        }
         do {
             n = ibv_poll_cq(send_cq_.get(), 32, wc);
             if (n > 0 && send_armed_)

@@ -129,7 +129,7 @@ void DeviceImpl::cc_posted(VQp& q, WrRec& r, uint64_t now) {
         q.cc->read_cap().on_post(r.cc_bytes);
 }
 
-void DeviceImpl::cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now) {
+void DeviceImpl::cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now, uint64_t slack) {
     if (!q.cc || r.internal)
         return;
     q.cc_outstanding -= std::min(q.cc_outstanding, uint64_t(r.cc_bytes));
@@ -137,7 +137,8 @@ void DeviceImpl::cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now)
         q.cc->read_cap().on_complete(r.cc_bytes);
     q.cc_acked += r.cc_bytes;
     if (sample && cc_mode_ == cc::CcMode::delay && now > r.post_ns) {
-        q.cc->on_rtt_sample(cc::Nanos(now - r.post_ns), q.cc_acked, cc::Nanos(now));
+        if (!q.cc->on_rtt_sample(cc::Nanos(now - r.post_ns), q.cc_acked, cc::Nanos(now), cc::Nanos(slack)))
+            ++q.st.rtt_ambiguous;
         ++q.st.rtt_samples;
         q.cc_acked = 0;
     }

@@ -170,7 +170,7 @@ struct AnonRun {
 // payload and READ lengths asked for. One list for fields, sums and names.
 #define ROCE_VERBS_QP_STATS(X) \
     X(sends) X(writes) X(reads) X(atomics) X(posted_bytes) X(recv_messages) X(rx_bytes) X(wr_errors) \
-    X(cc_held) X(reads_capped) X(rtt_samples)
+    X(cc_held) X(reads_capped) X(rtt_samples) X(rtt_ambiguous)
 struct VQpStats {
 #define ROCE_FIELD(f) uint64_t f = 0;
     ROCE_VERBS_QP_STATS(ROCE_FIELD)
@@ -339,7 +339,8 @@ public:
     // ping-pong iteration were part of rc_roce's latency gap to rc_verbs.
     uint64_t cc_now() const { return cc_mode_ == cc::CcMode::delay ? now_ns() : 0; }
     void cc_posted(VQp& q, WrRec& r, uint64_t now);
-    void cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now);
+    // slack: how long the CQE may have waited unseen (send_poll_slack_ns_; cc::DelayCc).
+    void cc_completed(VQp& q, const WrRec& r, bool sample, uint64_t now, uint64_t slack);
     bool cc_wants_signal(const VQp& q, const WrRec& r) const;
     void cc_progress();                               // post what the windows admit now
     uint32_t cc_chunk(const VQp& q) const;            // split WRITE/READ above this (0: never)
@@ -392,6 +393,8 @@ public:
     VQp* last_qp_[2] = {};                                     // find_qp's cache: in qps_ or null
     uint32_t signaled_inflight_ = 0;   // over all QPs (VQp::signaled_inflight)
     uint32_t send_poll_skips_ = 0;     // poll_cqs rounds without polling the send CQ
+    uint64_t send_polled_ns_ = 0;      // delay mode: when the send CQ was last polled (cc_now)
+    uint64_t send_poll_slack_ns_ = 0;  // ... and how long before this poll: a CQE's time unseen
     std::map<std::string, VQpStats> closed_qps_;   // erased QPs' counters, per peer address
     std::unordered_map<uint64_t, uint32_t> tokens_;   // rdma_cm id context -> qpn
     uint64_t next_token_ = 2;                          // 1 = the listener

@@ -75,19 +75,23 @@ public:
 
     // Sends retire themselves (the QP reclaims its ring when full) and report nothing (wr_id 0):
     // the CQ is read here only, as messages are handed out.
+    bool emptied() const override { return emptied_; }
     size_t poll(FunctionRef<void(const ud::Datagram&)> fn, size_t max) override {
-        return qp_->poll_recv(
+        const size_t n = qp_->poll_recv(
                 [&](const UdMessage& m) {
                     ++st_.rx_packets;
                     st_.rx_bytes += m.len;
                     fn(ud::Datagram{{gid_to_net(m.src.gid), m.src.qpn}, m.data, m.len});
                 },
                 max);
+        emptied_ = n < max;   // the receive CQ had no more
+        return n;
     }
 
 private:
     std::unique_ptr<UdQp> qp_;
     ud::DatagramStats st_;
+    bool emptied_ = false;
 };
 
 } // namespace
