@@ -2,6 +2,7 @@
 // GID/QPN recovered from the GRH area, size limit. GRH parsing is also checked on synthetic
 // buffers, which runs anywhere.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -163,6 +164,69 @@ TEST(VerbsUd, GidPolicyPicksTheEntryAndClass) {
         EXPECT_EQ(verbs::UdQp::open(cb, pd, q), Status::invalid_param);
         EXPECT_FALSE(q);
     }
+}
+
+// Address handles (one per destination GID and class) stay under UdConfig::max_ah: the least
+// recently used one whose sends completed goes. Before, every destination's handle was kept for
+// the QP's life: a job talking to many peers fills the device's table, which all processes on
+// the node share (rxe: 16,382), and then no process reaches a new peer. Three classes to b make
+// three handles; the cap is 2. Every datagram arrives.
+TEST(VerbsUd, AddressHandlesStayUnderTheCap) {
+    ROCE_NEED_RXE0();
+    std::shared_ptr<verbs::Pd> pd;
+    ASSERT_EQ(verbs::Pd::open("rxe0", pd), Status::ok);
+    verbs::UdConfig ca;
+    ca.max_ah = 2;
+    std::unique_ptr<verbs::UdQp> a, b;
+    ASSERT_EQ(verbs::UdQp::open(ca, pd, a), Status::ok);
+    ASSERT_EQ(verbs::UdQp::open({}, pd, b), Status::ok);
+    EXPECT_EQ(a->ah_stats().cap, 2u);
+    uint8_t cls[3] = {0, 0, 0};
+    for (int i = 1; i < 3; ++i) {
+        gid::TrafficClass tc = a->traffic_class();
+        tc.tos = uint8_t((10 + i) << 2);
+        cls[i] = a->class_id(tc);
+        ASSERT_NE(cls[i], 0);
+    }
+    ASSERT_NE(cls[1], cls[2]);
+    constexpr int n = 60;
+    int sent = 0, got = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (got < n && std::chrono::steady_clock::now() < end) {
+        if (sent < n) {
+            uint8_t x = uint8_t(sent);
+            iovec m{&x, 1};
+            const Status st = a->post_send(0, b->address(), &m, 1, nullptr, cls[sent % 3]);
+            ASSERT_TRUE(st == Status::ok || st == Status::no_resource) << int(st);
+            sent += st == Status::ok;
+        }
+        a->progress();
+        b->progress();
+        b->poll_recv([&](const verbs::UdMessage& r) { got += r.len == 1; }, 16);
+        EXPECT_LE(a->ah_stats().cached, 3u);
+    }
+    EXPECT_EQ(got, n);
+    // Unsignaled sends complete with a later signaled one: after it, the next send finds the
+    // handles free and trims the cache to the cap.
+    uint8_t x = 0;
+    iovec m{&x, 1};
+    ASSERT_EQ(a->post_send(99, b->address(), &m, 1), Status::ok);
+    bool done = false;
+    const auto end2 = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done && std::chrono::steady_clock::now() < end2) {
+        a->progress();
+        verbs::Completion c[8];
+        const size_t k = a->poll_completions(c, 8);
+        for (size_t i = 0; i < k; ++i)
+            done |= c[i].wr_id == 99;
+    }
+    ASSERT_TRUE(done);
+    ASSERT_EQ(a->post_send(0, b->address(), &m, 1), Status::ok);
+    const verbs::UdQp::AhStats st = a->ah_stats();
+    EXPECT_LE(st.cached, 2u);
+    EXPECT_GT(st.evicted, 0u);
+    std::printf("[verbs-ud] 3 classes, cap 2: %llu address handles evicted, %zu held\n",
+                (unsigned long long)st.evicted, st.cached);
 }
 
 namespace {

@@ -53,6 +53,7 @@ struct DatagramStats {
     uint64_t tx_errors = 0, rx_errors = 0;   // sends/receives that failed (error completion, no
                                              // address handle): each a datagram lost
     uint64_t tx_batches = 0;          // system calls that sent held datagrams (send_held), one or more
+    uint64_t ah_evicted = 0;          // verbs: address handles freed to stay under the cap (UdConfig::max_ah)
     uint64_t icrc_errors = 0, malformed = 0, wrong_qp = 0;
     uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0, faults_corrupted = 0;
     uint64_t faults_truncated = 0, faults_delayed = 0;

@@ -666,7 +666,7 @@ Transport::Counters Transport::counters() const {
     const DatagramStats d = qp_->stats();
     return {{"tx_packets", d.tx_packets}, {"rx_packets", d.rx_packets}, {"tx_bytes", d.tx_bytes},
             {"rx_bytes", d.rx_bytes}, {"tx_dropped", d.tx_dropped}, {"tx_errors", d.tx_errors}, {"rx_errors", d.rx_errors},
-            {"tx_batches", d.tx_batches}, {"icrc_errors", d.icrc_errors},
+            {"tx_batches", d.tx_batches}, {"ah_evicted", d.ah_evicted}, {"icrc_errors", d.icrc_errors},
             {"malformed", d.malformed + s.malformed}, {"wrong_qp", d.wrong_qp}, {"peers", s.peers},
             {"failed_peers", s.failed_peers}, {"data_sent", s.data_sent}, {"acks_sent", s.acks_sent},
             {"probes_sent", s.probes_sent}, {"retransmits", s.retransmits}, {"fast_retransmits", s.fast_retransmits},

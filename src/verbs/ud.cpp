@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <algorithm>
 #include <iterator>
+#include <list>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -45,6 +46,7 @@ public:
     size_t poll_completions(Completion* out, size_t max) override;
     size_t poll_recv(FunctionRef<void(const UdMessage&)> fn, size_t max) override;
     Errors errors() const override { return {send_errors_, recv_errors_}; }
+    AhStats ah_stats() const override { return {ahs_.size(), ah_cap_, ah_evicted_}; }
 
 private:
     struct Rx {
@@ -55,7 +57,16 @@ private:
     // Address handles per destination GID and class (the class is the handle's GRH traffic
     // class and SL): key = GID bytes + class id.
     using AhKey = std::array<uint8_t, 17>;
+    // In the cache's use order (lru_: most recent first); last_seq: the sq_head_ of its last
+    // send. An AH may go once that send completed (rxe looks the AH up when it processes the WR).
+    struct AhEntry {
+        AhPtr ah;
+        uint64_t last_seq = 0;
+        std::list<AhKey>::iterator lru;
+    };
     ibv_ah* ah_for(const uint8_t* gid, uint8_t cls);
+    ibv_ah* create_ah(const AhKey& k);
+    bool evict_ah();   // the least recently used one no posted send still needs; false: none
     bool gid_still_ours();
     void drain_events();
     // One CQ batch: send completions free slots; receives go to `rx` (in CQ order).
@@ -89,11 +100,14 @@ private:
     // earlier slot too (UCX's ud_verbs moderates the same way: one CQE fewer to poll per send).
     uint64_t sq_head_ = 0, sq_tail_ = 0;
     std::vector<uint64_t> slot_wr_id_;
-    std::map<AhKey, AhPtr> ahs_;
+    std::map<AhKey, AhEntry> ahs_;
+    std::list<AhKey> lru_;
+    size_t ah_cap_ = 1024;
+    uint64_t ah_evicted_ = 0;
     std::set<AhKey> ah_failed_;           // destinations whose address handle failed (warned)
     bool gid_moved_ = false;              // our GID entry changed since init (said once)
     AhKey last_key_{};                    // the last destination and its handle: traffic
-    ibv_ah* last_ah_ = nullptr;           // comes in runs to one peer
+    AhEntry* last_ah_ = nullptr;          // comes in runs to one peer
     std::deque<Completion> comps_;
     std::deque<Rx> rq_;                   // received by progress(), not yet handed out
     std::vector<uint32_t> repost_;        // consumed receive buffers, posted back in chains
@@ -110,6 +124,13 @@ Status UdQpImpl::init() {
         return Status::no_device;
     }
     mtu_ = mtu_bytes(pa.active_mtu);
+    if (cfg_.max_ah) {
+        ah_cap_ = cfg_.max_ah;
+    } else {
+        ibv_device_attr da{};
+        if (ibv_query_device(ctx, &da) == 0 && da.max_ah > 0)
+            ah_cap_ = std::clamp<size_t>(size_t(da.max_ah) / 4, 16, 1024);
+    }
     GidContext gctx;
     std::string err;
     Status gs = load_gid_context(cfg_.dev_name, cfg_.port, cfg_.gid, gctx, err, cfg_.sysroot);
@@ -264,39 +285,70 @@ bool UdQpImpl::gid_still_ours() {
     return false;
 }
 
+// Called by post_send for the send it is about to post as sq_head_.
 ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
     AhKey k;
     std::memcpy(k.data(), gid, 16);
     k[16] = cls <= classes_.size() ? cls : 0;   // an id this QP did not give: ours
-    if (last_ah_ && k == last_key_)
-        return last_ah_;
-    auto it = ahs_.find(k);
-    if (it == ahs_.end()) {
-        if (!gid_still_ours())
-            return nullptr;
-        const gid::TrafficClass& tc = k[16] == 0 ? tc_ : classes_[k[16] - 1u];
-        ibv_ah_attr a{};
-        a.is_global = 1;
-        std::memcpy(a.grh.dgid.raw, gid, 16);
-        a.grh.sgid_index = uint8_t(gid_.index);
-        a.grh.hop_limit = cfg_.hop_limit;
-        a.grh.traffic_class = tc.tos;
-        a.sl = tc.priority;
-        a.port_num = cfg_.port;
-        AhPtr ah(ibv_create_ah(pd_->pd(), &a));
-        if (!ah) {
-            // Tried again at the next send (the reliability layer counts it lost); said once per
-            // destination, not at every retransmission.
-            if (ah_failed_.insert(k).second)
-                ROCE_WARN("verbs: UD QP %u: ibv_create_ah to %s failed: %s", qp_->qp_num,
-                          gid::IpAddr::from_bytes(gid).str().c_str(), std::strerror(errno));
-            return nullptr;
+    if (!last_ah_ || k != last_key_) {
+        auto it = ahs_.find(k);
+        if (it == ahs_.end()) {
+            if (!gid_still_ours())
+                return nullptr;
+            if (ahs_.size() >= ah_cap_)
+                evict_ah();   // none free: over the cap until sends complete
+            ibv_ah* ah = create_ah(k);
+            // A full device table (other processes hold it too): make room from ours, once.
+            if (!ah && (errno == ENOMEM || errno == EAGAIN || errno == ENOSPC) && evict_ah())
+                ah = create_ah(k);
+            if (!ah) {
+                // Tried again at the next send (the reliability layer counts it lost); said once
+                // per destination, not at every retransmission.
+                if (ah_failed_.insert(k).second)
+                    ROCE_WARN("verbs: UD QP %u: ibv_create_ah to %s failed: %s", qp_->qp_num,
+                              gid::IpAddr::from_bytes(gid).str().c_str(), std::strerror(errno));
+                return nullptr;
+            }
+            lru_.push_front(k);
+            it = ahs_.emplace(k, AhEntry{AhPtr(ah), 0, lru_.begin()}).first;
+        } else {
+            lru_.splice(lru_.begin(), lru_, it->second.lru);
         }
-        it = ahs_.emplace(k, std::move(ah)).first;
+        last_key_ = k;
+        last_ah_ = &it->second;
     }
-    last_key_ = k;
-    last_ah_ = it->second.get();
-    return last_ah_;
+    last_ah_->last_seq = sq_head_;
+    if (ahs_.size() > ah_cap_)
+        evict_ah();   // over the cap while sends were in flight: back under it as they complete
+    return last_ah_->ah.get();
+}
+
+ibv_ah* UdQpImpl::create_ah(const AhKey& k) {
+    const gid::TrafficClass& tc = k[16] == 0 ? tc_ : classes_[k[16] - 1u];
+    ibv_ah_attr a{};
+    a.is_global = 1;
+    std::memcpy(a.grh.dgid.raw, k.data(), 16);
+    a.grh.sgid_index = uint8_t(gid_.index);
+    a.grh.hop_limit = cfg_.hop_limit;
+    a.grh.traffic_class = tc.tos;
+    a.sl = tc.priority;
+    a.port_num = cfg_.port;
+    return ibv_create_ah(pd_->pd(), &a);
+}
+
+bool UdQpImpl::evict_ah() {
+    for (auto r = lru_.rbegin(); r != lru_.rend(); ++r) {
+        auto it = ahs_.find(*r);
+        if (it->second.last_seq >= sq_tail_)
+            continue;   // a posted send may still need it
+        if (last_ah_ == &it->second)
+            last_ah_ = nullptr;
+        lru_.erase(it->second.lru);
+        ahs_.erase(it);
+        ++ah_evicted_;
+        return true;
+    }
+    return false;
 }
 
 Status UdQpImpl::post_send(uint64_t wr_id, const UdDest& dest, const iovec* iov, size_t iovcnt,

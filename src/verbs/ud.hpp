@@ -47,6 +47,10 @@ struct UdConfig {
     uint32_t signal_every = 16;    // one send in N asks for a completion (it retires the earlier ones)
     uint8_t hop_limit = 64;
     std::string sysroot = "/";     // where the GID table and netdevs are read (tests: a fixture tree)
+    // Address handles kept (one per destination GID and class), least recently used evicted
+    // beyond: a device's table is shared by every process on the node (rxe: 16,382 in all), and a
+    // job that talks to many peers must not fill it. 0: the device's max_ah / 4, within 16..1024.
+    uint32_t max_ah = 0;
 };
 
 struct UdDest {
@@ -96,6 +100,13 @@ public:
         uint64_t send = 0, recv = 0;
     };
     virtual Errors errors() const = 0;
+    // Address handles held now, the cap, and how many were evicted to stay under it (or because
+    // the device refused a new one while we held others).
+    struct AhStats {
+        size_t cached = 0, cap = 0;
+        uint64_t evicted = 0;
+    };
+    virtual AhStats ah_stats() const = 0;
 };
 
 // Source GID of a received UD message from its 40-byte GRH area (see above).

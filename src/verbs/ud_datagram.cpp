@@ -49,6 +49,7 @@ public:
         const UdQp::Errors e = qp_->errors();
         s.tx_errors += e.send;
         s.rx_errors += e.recv;
+        s.ah_evicted = qp_->ah_stats().evicted;
         return s;
     }
 
@@ -75,7 +76,6 @@ public:
 
     // Sends retire themselves (the QP reclaims its ring when full) and report nothing (wr_id 0):
     // the CQ is read here only, as messages are handed out.
-    bool emptied() const override { return emptied_; }
     size_t poll(FunctionRef<void(const ud::Datagram&)> fn, size_t max) override {
         const size_t n = qp_->poll_recv(
                 [&](const UdMessage& m) {
@@ -87,6 +87,7 @@ public:
         emptied_ = n < max;   // the receive CQ had no more
         return n;
     }
+    bool emptied() const override { return emptied_; }
 
 private:
     std::unique_ptr<UdQp> qp_;
