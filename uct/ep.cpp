@@ -26,6 +26,15 @@ bool ep_quiet(const Ep* ep) {
     return ep->pending.empty() && ep->amo_inflight == 0 && ep->inflight == 0;
 }
 
+// A flush of the ep may complete: everything before it completed, or the ep failed (its
+// operations were lost with it), or it was canceled and the canceled completions came in.
+bool ep_flushed(const Ep* ep) {
+    if (ep->error == UCS_ERR_CANCELED) {
+        return ep->inflight == 0 && ep->amo_inflight == 0;
+    }
+    return ep->error != UCS_OK || ep_quiet(ep);
+}
+
 bool iface_quiet(const Iface* iface) {
     for (const auto& [qpn, ep] : iface->eps) {
         if (!ep_quiet(ep)) {
@@ -99,7 +108,7 @@ bool ep_actionable(Iface* iface) {
         if ((!ep->pending.empty() || !ep->amo_retry.empty()) && ep->inflight < iface->sq_depth) {
             return true;
         }
-        if (!ep->flush_waiters.empty() && (ep->error != UCS_OK || ep_quiet(ep))) {
+        if (!ep->flush_waiters.empty() && ep_flushed(ep)) {
             return true;
         }
     }
@@ -210,7 +219,7 @@ void ep_progress_waiting(Iface* iface, unsigned& count) {
             ep->dispatching = false;
 
             // Flushes wait for the completions of every operation posted before them.
-            if (!ep->flush_waiters.empty() && (ep->error != UCS_OK || ep_quiet(ep))) {
+            if (!ep->flush_waiters.empty() && ep_flushed(ep)) {
                 std::vector<uct_completion_t*> waiters;
                 waiters.swap(ep->flush_waiters);
                 ucs_status_t status = ep->error;
@@ -399,11 +408,32 @@ void ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void* arg
     }
 }
 
-ucs_status_t ep_flush(uct_ep_h tl_ep, unsigned, uct_completion_t* comp) noexcept {
+ucs_status_t ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t* comp) noexcept {
     Ep* ep = to_ep(tl_ep);
     ROCE_UCT_TRY("ep_flush", return _exc_status, {
         if (ep->error != UCS_OK) {
             return ep->error;
+        }
+        if (flags & UCT_FLUSH_FLAG_CANCEL) {
+            // The caller gives the ep up (UCP after a peer failure, or a forced close): what is
+            // outstanding completes as canceled now, not after the peer timeout, and the ep's
+            // failure is not reported (its error is set without a report), as UCX's rc
+            // transports do (QP to error, no error handler). The flush completes after those
+            // completions (ep_flushed). Pending requests are the caller's.
+            AsyncGuard guard(&ep->iface->super);
+            if (ep->error != UCS_OK) {
+                return ep->error;
+            }
+            ep->error = UCS_ERR_CANCELED;
+            ep->iface->dev->cancel_qp(ep->qpn);
+            if (ep_flushed(ep)) {
+                return UCS_OK;
+            }
+            if (comp != nullptr) {
+                ep->flush_waiters.push_back(comp);
+            }
+            ep->iface->attention = true;
+            return UCS_INPROGRESS;
         }
         // After the queued requests (the caller queues the flush too). Not while this ep's queue
         // is being dispatched: the flush is then the request at its head, and the ones queued

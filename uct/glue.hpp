@@ -257,7 +257,7 @@ struct Ep {
     uint64_t serial = 0;              // unique per iface: tells a reused QPN apart
     uint32_t inflight = 0;            // work requests posted whose completion is not polled yet
     sw::WireAddr peer{};
-    ucs_status_t error = UCS_OK;      // set once the QP failed
+    ucs_status_t error = UCS_OK;      // set once the QP failed; UCS_ERR_CANCELED: flush(CANCEL), not reported
     bool error_reported = false;
     bool tx_blocked = false;          // the device said no_resource; cleared by progress
     bool dispatching = false;         // progress is running this ep's pending queue
@@ -449,6 +449,7 @@ void ep_progress_waiting(Iface* iface, unsigned& count);
 bool ep_actionable(Iface* iface);
 bool ep_has_tx_resources(const Ep* ep);
 bool ep_quiet(const Ep* ep);
+bool ep_flushed(const Ep* ep);
 bool iface_quiet(const Iface* iface);
 void ep_destroy_all(Iface* iface);
 

@@ -140,6 +140,10 @@ public:
     virtual Status connect_qp(uint32_t qpn, const WireAddr& peer) = 0;
     // Flushes outstanding operations as canceled, then frees the QP.
     virtual Status destroy_qp(uint32_t qpn) = 0;
+    // Puts the QP in the error state now, as a NIC's QP moved to ERR: outstanding operations
+    // complete as canceled, nothing more is sent or answered (the peer hears of the disconnect as
+    // at destroy_qp). For a caller that gives the connection up (UCT flush with CANCEL).
+    virtual Status cancel_qp(uint32_t qpn) = 0;
     virtual QpState qp_state(uint32_t qpn) const = 0;
 
     // --- work requests. wr_id == 0: no completion is reported (the op still counts for

@@ -128,6 +128,15 @@ const Route* NetModel::best_route(const IpAddr& dst) const {
 
 // ---------------------------------------------------------------- text formats
 
+namespace {
+// 32 hex digits, no separators (/proc/net/ipv6_route, if_inet6).
+IpAddr hex_ipv6(std::string_view hex) {
+    IpAddr a;
+    for (int i = 0; i < 16; ++i) parse_num(hex.substr(2 * i, 2), a.b[i], 16);
+    return a;
+}
+} // namespace
+
 std::optional<IfAddr> parse_ip_addr_line(std::string_view line) {
     // "2: eth0    inet 10.0.0.1/24 brd 10.0.0.255 scope global eth0\       valid_lft forever ..."
     auto tok = split_ws(line);
@@ -151,6 +160,26 @@ std::optional<IfAddr> parse_ip_addr_line(std::string_view line) {
         return a;
     }
     return std::nullopt;   // "link/ether" lines of `ip -o link` and similar
+}
+
+std::optional<IfAddr> parse_proc_if_inet6_line(std::string_view line) {
+    // "fe800000000000000a0027fffe8d7ab2 02 40 20 80     eth0": address, ifindex, prefix length,
+    // scope, flags (IFA_F_*), name; all hex but the name.
+    auto tok = split_ws(line);
+    unsigned len = 0, flags = 0;
+    if (tok.size() < 6 || tok[0].size() != 32 || !parse_num(tok[2], len, 16) || len > 128 ||
+        !parse_num(tok[4], flags, 16))
+        return std::nullopt;
+    constexpr unsigned IFA_F_DADFAILED = 0x08, IFA_F_TENTATIVE = 0x40;
+    IfAddr a;
+    a.ifname = tok[5];
+    a.prefix = IpPrefix{hex_ipv6(tok[0]), static_cast<uint8_t>(len)};
+    for (auto [bit, name] : {std::pair{IFA_F_DADFAILED, "dadfailed"}, std::pair{IFA_F_TENTATIVE, "tentative"}})
+        if (flags & bit) {
+            a.usable = false;
+            a.flags += (a.flags.empty() ? "" : " ") + std::string(name);
+        }
+    return a;
 }
 
 std::optional<Route> parse_ip_route_line(std::string_view line) {
@@ -241,11 +270,7 @@ std::optional<Route> parse_proc_ipv6_route_line(std::string_view line) {
     // dst dst_len src src_len next_hop metric refcnt use flags dev (hex, no separators)
     auto tok = split_ws(line);
     if (tok.size() < 10 || tok[0].size() != 32 || tok[4].size() != 32) return std::nullopt;
-    auto addr = [](std::string_view hex) {
-        IpAddr a;
-        for (int i = 0; i < 16; ++i) parse_num(hex.substr(2 * i, 2), a.b[i], 16);
-        return a;
-    };
+    const auto addr = hex_ipv6;
     unsigned len = 0;
     uint32_t metric = 0, flags = 0;
     if (!parse_num(tok[1], len, 16) || !parse_num(tok[5], metric, 16) || !parse_num(tok[8], flags, 16) || len > 128)
@@ -314,7 +339,9 @@ void load_netdevs(const SysRoot& root, NetModel& m) {
         }
 }
 
-void load_live_addrs(NetModel& m) {
+// getifaddrs (this thread's namespace), with the IPv6 flags of `if_inet6` (its text) applied: an
+// address still in duplicate address detection, or that failed it, cannot be bound or sent from.
+void load_live_addrs(NetModel& m, const std::optional<std::string>& if_inet6) {
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) != 0) return;
     for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
@@ -336,6 +363,16 @@ void load_live_addrs(NetModel& m) {
         m.addrs.push_back(std::move(a));
     }
     freeifaddrs(list);
+    if (!if_inet6) return;
+    for (auto l : lines_of(*if_inet6)) {
+        auto f = parse_proc_if_inet6_line(l);
+        if (!f || f->usable) continue;
+        for (auto& a : m.addrs)
+            if (a.ifname == f->ifname && a.prefix.addr == f->prefix.addr) {
+                a.usable = false;
+                a.flags = f->flags;
+            }
+    }
 }
 
 // Whether this thread is in another network namespace than the process (common/netns.hpp):
@@ -403,7 +440,7 @@ Status load_net_model(const SysRoot& root, NetModel& out, std::string& err) {
         for (auto l : lines_of(*text))
             if (auto a = parse_ip_addr_line(l)) out.addrs.push_back(*a);
     } else if (root.live()) {
-        load_live_addrs(out);
+        load_live_addrs(out, root.read(proc_net + "if_inet6"));
     } else {
         // Without it every global GID would read "address not configured: stale", silently.
         err = "no " + root.path("addrs") + ": a system root other than / needs the `ip -o addr` output there";

@@ -94,5 +94,8 @@ std::optional<IfAddr> parse_ip_addr_line(std::string_view line);     // `ip -o a
 std::optional<Route> parse_ip_route_line(std::string_view line);     // `ip -o route` / `ip -o -6 route`
 std::optional<Route> parse_proc_route_line(std::string_view line);   // /proc/net/route (not the header)
 std::optional<Route> parse_proc_ipv6_route_line(std::string_view line);
+// /proc/net/if_inet6: an address of the live system with its flags (getifaddrs has none): prefix
+// (address and length), ifname, usable/flags as parse_ip_addr_line (tentative, dadfailed).
+std::optional<IfAddr> parse_proc_if_inet6_line(std::string_view line);
 
 } // namespace roce::gid

@@ -327,21 +327,38 @@ Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
     return Status::ok;
 }
 
+// A DREQ (retried until answered) frees the peer's passive QP: it runs no timer of its own.
+void DeviceImpl::send_dreq(Qp& qp) {
+    if (qp.manual || (qp.state != QpState::rts && qp.state != QpState::connecting))
+        return;
+    cm::Msg m;
+    m.type = cm::MsgType::dreq;
+    m.conn_id = qp.conn_id;
+    m.src_qpn = qp.qpn;
+    m.dst_qpn = qp.dest_qpn;
+    cm_send(qp.peer, m);
+    const uint64_t first_ns = 2000000;   // then 4, 8, ... ms, cm::dreq_tries in all
+    closing_.push_back({qp.peer, m, now_ns() + first_ns, first_ns, cm::dreq_tries - 1});
+}
+
+Status DeviceImpl::cancel_qp(uint32_t qpn) {
+    std::lock_guard lk(mu_);
+    Qp* qp = find_qp(qpn);
+    if (!qp)
+        return Status::invalid_param;
+    if (qp->state != QpState::error) {
+        send_dreq(*qp);   // now: destroy_qp finds the QP in error and would not
+        qp_fail(*qp, Status::canceled);
+    }
+    return Status::ok;
+}
+
 Status DeviceImpl::destroy_qp(uint32_t qpn) {
     std::lock_guard lk(mu_);
     Qp* qp = find_qp(qpn);
     if (!qp)
         return Status::invalid_param;
-    if (!qp->manual && (qp->state == QpState::rts || qp->state == QpState::connecting)) {
-        cm::Msg m;
-        m.type = cm::MsgType::dreq;
-        m.conn_id = qp->conn_id;
-        m.src_qpn = qp->qpn;
-        m.dst_qpn = qp->dest_qpn;
-        cm_send(qp->peer, m);
-        const uint64_t first_ns = 2000000;   // then 4, 8, ... ms, cm::dreq_tries in all
-        closing_.push_back({qp->peer, m, now_ns() + first_ns, first_ns, cm::dreq_tries - 1});
-    }
+    send_dreq(*qp);
     qp_fail(*qp, Status::canceled);
     if (qp->passive) {
         timewait_add(qp->conn_id, now_ns());

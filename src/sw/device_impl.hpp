@@ -79,6 +79,7 @@ public:
     Status connect_qp(uint32_t qpn, const WireAddr& peer) override;
     Status connect_qp_manual(uint32_t qpn, const ManualPeer& peer) override;
     Status destroy_qp(uint32_t qpn) override;
+    Status cancel_qp(uint32_t qpn) override;
     QpState qp_state(uint32_t qpn) const override;
 
     Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,
@@ -105,6 +106,7 @@ public:
     // ---- internals (called with mu_ held)
     Qp* find_qp(uint32_t qpn);
     Qp* new_qp();
+    void send_dreq(Qp& qp);
     // `now`: in, the caller's clock reading, taken just before the call; out, the last reading.
     // A clock read costs ~27 ns on this VM (vDSO, kvm-clock) and a ping-pong message took ~10
     // of them per device, most within a microsecond of each other: a round reads the clock at

@@ -99,6 +99,25 @@ TEST(GidNet, IpAddrLines) {
     EXPECT_FALSE(parse_ip_addr_line("2: eth0    link/ether 0c:42:a1:00:00:01 brd ff:ff:ff:ff:ff:ff"));
 }
 
+TEST(GidNet, ProcIfInet6Lines) {
+    // The live system's IPv6 flags (getifaddrs has none): 0x80 permanent, 0x40 tentative,
+    // 0x08 dadfailed.
+    auto a = parse_proc_if_inet6_line("fd770000000000000000000000000001 0b 40 00 c8     vT0");
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->ifname, "vT0");
+    EXPECT_EQ(a->prefix.str(), "fd77::1/64");
+    EXPECT_FALSE(a->usable);
+    EXPECT_EQ(a->flags, "dadfailed tentative");
+    a = parse_proc_if_inet6_line("fe80000000000000a8c1abfffe2b3c4d 02 40 20 80     eth0");
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->prefix.str(), "fe80::a8c1:abff:fe2b:3c4d/64");
+    EXPECT_TRUE(a->usable);
+    EXPECT_TRUE(a->flags.empty());
+    EXPECT_FALSE(parse_proc_if_inet6_line("fd77 0b 40 00 c8 vT0"));
+    EXPECT_FALSE(parse_proc_if_inet6_line("fd770000000000000000000000000001 0b zz 00 c8 vT0"));
+    EXPECT_FALSE(parse_proc_if_inet6_line("fd770000000000000000000000000001 0b 81 00 c8 vT0"));
+}
+
 TEST(GidNet, IpRouteLines) {
     auto r = parse_ip_route_line("default via fe80::1 dev ens2f0 proto ra metric 1024 expires 1790sec pref medium");
     ASSERT_TRUE(r);

@@ -527,7 +527,9 @@ TEST(UdTransport, AnOwnerAwayIsNoCongestion) {
     TransportConfig cfg;
     cfg.tx.delay = true;
     cfg.tx.delay_params.target = 5'000'000;   // 5 ms: above the link's round trip, below the absence
-    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 30'000'000'000ull, 200'000, cfg);
+    // (A retransmission timeout is a loss, which cuts the window too: none here, also under a
+    // sanitizer's slowness, with a 1 s floor.)
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 30'000'000'000ull, 1'000'000'000, cfg);
     auto b = make(std::make_unique<LinkQp>(l, 1), sb);
     const auto to_b = a->peer(b->address());
     deliver_one(*a, to_b, *b, sb, 1, 1);

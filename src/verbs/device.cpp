@@ -453,4 +453,19 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
     return Status::ok;
 }
 
+Status DeviceImpl::cancel_qp(uint32_t qpn) {
+    std::lock_guard lk(mu_);
+    VQp* q = find_qp(qpn);
+    if (!q)
+        return Status::invalid_param;
+    if (q->state != QpState::error) {
+        const bool connected = q->id && (q->state == QpState::rts || q->state == QpState::connecting);
+        abort_qp(*q, Status::canceled);   // held WRs now; posted ones flush from the CQ
+        if (connected)
+            rdma_disconnect(q->id.get());   // DREQ: release_qp skips it for a QP in error
+    }
+    notify();
+    return Status::ok;
+}
+
 } // namespace roce::verbs

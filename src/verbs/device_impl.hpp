@@ -244,6 +244,7 @@ public:
     Status create_qp(uint32_t& qpn) override;
     Status connect_qp(uint32_t qpn, const WireAddr& peer) override;
     Status destroy_qp(uint32_t qpn) override;
+    Status cancel_qp(uint32_t qpn) override;
     QpState qp_state(uint32_t qpn) const override;
 
     Status post_send(uint32_t qpn, uint64_t wr_id, const iovec* iov, size_t iovcnt,

@@ -24,6 +24,9 @@ constexpr uint64_t recv_tag = uint64_t(1) << 63;
 class UdQpImpl final : public UdQp {
 public:
     UdQpImpl(const UdConfig& cfg, std::shared_ptr<PdImpl> pd) : cfg_(cfg), pd_(std::move(pd)) {}
+    // The QP first: a posted send may still name an address handle or a send buffer, which go
+    // after it (members are destroyed in the reverse order of their declaration).
+    ~UdQpImpl() override { qp_.reset(); }
     Status init();
     uint32_t qpn() const override { return qp_->qp_num; }
     const GidChoice& gid() const override { return gid_; }
@@ -129,7 +132,7 @@ Status UdQpImpl::init() {
     } else {
         ibv_device_attr da{};
         if (ibv_query_device(ctx, &da) == 0 && da.max_ah > 0)
-            ah_cap_ = std::clamp<size_t>(size_t(da.max_ah) / 4, 16, 1024);
+            ah_cap_ = std::clamp<size_t>(size_t(da.max_ah) / 4, 1, 1024);
     }
     GidContext gctx;
     std::string err;
@@ -297,10 +300,12 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
                 return nullptr;
             if (ahs_.size() >= ah_cap_)
                 evict_ah();   // none free: over the cap until sends complete
-            ibv_ah* ah = create_ah(k);
-            // A full device table (other processes hold it too): make room from ours, once.
-            if (!ah && (errno == ENOMEM || errno == EAGAIN || errno == ENOSPC) && evict_ah())
-                ah = create_ah(k);
+            AhPtr ah(create_ah(k));
+            // The device's table may be full (other processes hold it too; rxe then says EINVAL,
+            // like a bad attribute would): make room from ours and try once more. Not for an
+            // unresolvable neighbour (EHOSTUNREACH...): a live peer's handle would go for nothing.
+            if (!ah && (errno == ENOMEM || errno == EAGAIN || errno == ENOSPC || errno == EINVAL) && evict_ah())
+                ah.reset(create_ah(k));
             if (!ah) {
                 // Tried again at the next send (the reliability layer counts it lost); said once
                 // per destination, not at every retransmission.
@@ -309,8 +314,14 @@ ibv_ah* UdQpImpl::ah_for(const uint8_t* gid, uint8_t cls) {
                               gid::IpAddr::from_bytes(gid).str().c_str(), std::strerror(errno));
                 return nullptr;
             }
-            lru_.push_front(k);
-            it = ahs_.emplace(k, AhEntry{AhPtr(ah), 0, lru_.begin()}).first;
+            it = ahs_.emplace(k, AhEntry{std::move(ah), 0, {}}).first;
+            try {
+                lru_.push_front(k);
+            } catch (...) {
+                ahs_.erase(it);
+                throw;
+            }
+            it->second.lru = lru_.begin();
         } else {
             lru_.splice(lru_.begin(), lru_, it->second.lru);
         }

@@ -47,9 +47,9 @@ struct UdConfig {
     uint32_t signal_every = 16;    // one send in N asks for a completion (it retires the earlier ones)
     uint8_t hop_limit = 64;
     std::string sysroot = "/";     // where the GID table and netdevs are read (tests: a fixture tree)
-    // Address handles kept (one per destination GID and class), least recently used evicted
-    // beyond: a device's table is shared by every process on the node (rxe: 16,382 in all), and a
-    // job that talks to many peers must not fill it. 0: the device's max_ah / 4, within 16..1024.
+    // Address handles this QP keeps (one per destination GID and class), least recently used
+    // evicted beyond: a device's table is shared by every process on the node (rxe: 16,382 in
+    // all). 0: the device's max_ah / 4, at most 1,024.
     uint32_t max_ah = 0;
 };
 

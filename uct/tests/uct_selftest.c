@@ -11,6 +11,9 @@
  *                        error, also when the failure was found while nobody progressed
  *   uct_selftest flushpend a flush queued as a pending request goes when its turn comes, with
  *                        another request queued behind it
+ *   uct_selftest cancel  (rc_roce) flush with UCT_FLUSH_FLAG_CANCEL of an ep whose peer is gone:
+ *                        what is outstanding completes as canceled at once, the flush with
+ *                        UCS_ERR_CANCELED, and the error handler is not called
  *   uct_selftest events  event_arm / event fd: armed, then readable when an AM arrives
  *   uct_selftest badinput unknown device and memory domain, malformed peer address, foreign
  *                        rkey, wrong rkey, out-of-bounds WRITE/READ: each a clear error, the
@@ -488,6 +491,48 @@ static int test_flushfail(void)
               phase, ucs_status_string(s));
         close_all(&c);
     }
+    return g_failures;
+}
+
+/* UCP gives an ep up with flush(CANCEL) (a peer failed, a forced close, err mode PEER): the
+ * operations outstanding complete as canceled now, not when the peer timeout fails the QP, and
+ * the ep's failure is not reported (UCP is discarding it), as UCX's rc transports do. Before,
+ * CANCEL was an ordinary flush: it waited for the QP to fail, completed with that error, and
+ * the error handler ran for an ep being discarded. */
+static int test_cancel(void)
+{
+    ctx_t c;
+    g_errors = 0;
+    open_all(&c, 1, 1);
+    uint64_t x = 1;
+    uct_completion_t put_comp = {.func = comp_err_cb, .count = 1, .status = UCS_OK};
+    CHECK(uct_ep_am_short(c.ep, 5, 0, &x, 8) == UCS_OK, "am_short to a dead peer posts");
+    uct_iov_t iov = {.buffer = &x, .length = 8, .memh = UCT_MEM_HANDLE_NULL, .stride = 0, .count = 1};
+    ucs_status_t s = uct_ep_put_zcopy(c.ep, &iov, 1, 0, 0, &put_comp);
+    CHECK(s == UCS_INPROGRESS, "put_zcopy to a dead peer: %s", ucs_status_string(s));
+    uct_completion_t comp = {.func = comp_err_cb, .count = 1, .status = UCS_OK};
+    const int before = g_done;
+    double t0 = now_sec();
+    s = uct_ep_flush(c.ep, UCT_FLUSH_FLAG_CANCEL, &comp);
+    CHECK(s == UCS_INPROGRESS || s == UCS_OK, "flush(CANCEL): %s", ucs_status_string(s));
+    while (s == UCS_INPROGRESS && g_done < before + 2 && now_sec() - t0 < 20) {
+        progress(&c);
+    }
+    printf("flush(CANCEL) %s, completion %s, put %s after %.3f s\n", ucs_status_string(s),
+           ucs_status_string(comp.status), ucs_status_string(put_comp.status), now_sec() - t0);
+    if (s == UCS_INPROGRESS) {
+        CHECK(g_done == before + 2, "the flush and the put did not both complete");
+        CHECK(comp.status == UCS_ERR_CANCELED, "the flush completed with %s", ucs_status_string(comp.status));
+    }
+    CHECK(put_comp.status == UCS_ERR_CANCELED, "the put completed with %s", ucs_status_string(put_comp.status));
+    t0 = now_sec();
+    while (now_sec() - t0 < 3) {   /* the QP would have failed by now (failure: well under 1 s) */
+        progress(&c);
+    }
+    CHECK(g_errors == 0, "error handler called %d times for an ep given up", g_errors);
+    s = uct_ep_am_short(c.ep, 5, 0, &x, 8);
+    CHECK(UCS_STATUS_IS_ERR(s) && s != UCS_ERR_NO_RESOURCE, "am_short after the cancel: %s", ucs_status_string(s));
+    close_all(&c);
     return g_failures;
 }
 
@@ -1031,6 +1076,8 @@ int main(int argc, char **argv)
         failures = test_flushfail();
     } else if (!strcmp(mode, "flushpend")) {
         failures = test_flushpend();
+    } else if (!strcmp(mode, "cancel")) {
+        failures = test_cancel();
     } else if (!strcmp(mode, "events")) {
         failures = test_events();
     } else if (!strcmp(mode, "badinput")) {
@@ -1042,7 +1089,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "churn")) {
         failures = test_churn();
     } else {
-        printf("usage: %s basic|failure|flushfail|flushpend|events|badinput|ep2ep|rcache|churn\n", argv[0]);
+        printf("usage: %s basic|failure|flushfail|flushpend|cancel|events|badinput|ep2ep|rcache|churn\n", argv[0]);
         return 2;
     }
     printf("%s: %s\n", mode, failures ? "FAILED" : "passed");

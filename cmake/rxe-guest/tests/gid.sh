@@ -456,6 +456,22 @@ gid_group() {
   fi
   gid_pcp_cleanup
 
+  # ---- an IPv6 address that failed duplicate address detection (the other end of a veth pair
+  # holds it) is no GID of the userspace device: it cannot be bound or sent from. getifaddrs
+  # does not tell; /proc/net/if_inet6 does. Before, it was the interface default.
+  if T=20 step gid.dadfailed.setup bash -c 'ip link add vT0 type veth peer name vT1 && ip link set vT1 up &&
+       ip -6 addr add fd77::1/64 dev vT1 nodad && ip link set vT0 up && ip -6 addr add fd77::1/64 dev vT0 &&
+       for i in $(seq 50); do ip -6 addr show dev vT0 | grep -q "fd77::1.*dadfailed" &&
+         ! ip -6 addr show dev vT0 scope link | grep -q tentative && exit 0; sleep 0.2; done;
+       ip -6 addr show dev vT0; exit 1'; then
+    T=30 step gid.dadfailed "$doctor" gid --netdev vT0
+    if [ -s "$LOG" ]; then
+      grep -q "fd77::1" "$LOG" && fail_step gid.dadfailed "the dadfailed address fd77::1 is a GID of vT0"
+      grep -q "^interface default: index" "$LOG" || fail_step gid.dadfailed "no interface default (the link-local address)"
+    fi
+  fi
+  ip link del vT0 2>/dev/null
+
   # ---- impossible settings: one line naming the setting and the valid choices
   T=60 step gid.bad_settings bash "$GID_SCRIPT" bad-settings && while IFS= read -r line; do say "  $line"; done < "$LOG"
 
