@@ -270,7 +270,6 @@ std::optional<Route> parse_proc_ipv6_route_line(std::string_view line) {
     // dst dst_len src src_len next_hop metric refcnt use flags dev (hex, no separators)
     auto tok = split_ws(line);
     if (tok.size() < 10 || tok[0].size() != 32 || tok[4].size() != 32) return std::nullopt;
-    const auto addr = hex_ipv6;
     unsigned len = 0;
     uint32_t metric = 0, flags = 0;
     if (!parse_num(tok[1], len, 16) || !parse_num(tok[5], metric, 16) || !parse_num(tok[8], flags, 16) || len > 128)
@@ -281,10 +280,10 @@ std::optional<Route> parse_proc_ipv6_route_line(std::string_view line) {
     r.dev = tok[9];
     r.reject = flags & RTF_REJECT;
     if (r.dev == "lo" && !r.reject) return std::nullopt;   // local-table entries (own addresses)
-    r.dst = IpPrefix{addr(tok[0]), static_cast<uint8_t>(len)};
+    r.dst = IpPrefix{hex_ipv6(tok[0]), static_cast<uint8_t>(len)};
     if (r.dst.family() == Family::inet) return std::nullopt;   // ::ffff:0:0/96 style entries
     r.dst = r.dst.network();
-    if (flags & RTF_GATEWAY) r.via = addr(tok[4]);
+    if (flags & RTF_GATEWAY) r.via = hex_ipv6(tok[4]);
     r.metric = metric;
     return r;
 }

@@ -337,7 +337,7 @@ public:
     // The last read that emptied the socket: what a later read finds arrived after it, so an ACK
     // may have waited unread since then (the delay window's RTT samples, cc::DelayCc).
     uint64_t rx_emptied_ns_ = 0;
-    uint64_t rx_slack(uint64_t now) const { return rx_emptied_ns_ && now > rx_emptied_ns_ ? now - rx_emptied_ns_ : 0; }
+    uint64_t rx_slack(uint64_t now) const { return rx_emptied_ns_ ? elapsed_ns(now, rx_emptied_ns_) : 0; }
     size_t rx_size_ = max_datagram;      // bytes per entry (64 KiB with GRO)
     std::vector<CmsgBuf> rx_cmsg_;
     std::vector<uint8_t> rx_bufs_;

@@ -377,7 +377,7 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     p.remote_id = h.sender_id;
     auto out = [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); };
     if (p.tx) {
-        p.tx->on_ack(h.ack, h.sack, now, out, emptied_ns_ && now > emptied_ns_ ? now - emptied_ns_ : 0);
+        p.tx->on_ack(h.ack, h.sack, now, out, emptied_ns_ ? elapsed_ns(now, emptied_ns_) : 0);
         if (h.type == PktType::ack && (h.flags & flag_busy)) {
             p.tx->on_peer_busy(now);
         }

@@ -148,7 +148,7 @@ unsigned DeviceImpl::poll_cqs(bool all) {
         send_poll_skips_ = 0;
         if (const uint64_t t = cc_now()) {
             // Armed: the owner slept on the event fd, which a CQE wakes; not away.
-            send_poll_slack_ns_ = !send_armed_ && send_polled_ns_ && t > send_polled_ns_ ? t - send_polled_ns_ : 0;
+            send_poll_slack_ns_ = !send_armed_ && send_polled_ns_ ? elapsed_ns(t, send_polled_ns_) : 0;
             send_polled_ns_ = t;
         }
         do {
