@@ -99,6 +99,15 @@
       "Userspace device: a QP whose retries ran out fails only after the peer has been silent " \
       "this long; a peer that still answers (behind a congested queue) is alive however many " \
       "retransmission timeouts pass.")                                                          \
+    X(passive_probe, double, "PASSIVE_PROBE", "60s", TIME,                                     \
+      "Userspace device: a QP created for a peer's connection asks the peer's device whether " \
+      "the connection still exists after this long without a packet from it, and is freed "   \
+      "when the answer is no (the peer's QP failed or is gone without telling) or when no "    \
+      "answer comes for PASSIVE_REAP more (the peer process was killed). The peer answers "    \
+      "while its owner computes only with its PROGRESS_THREAD. 0: never ask.")    \
+    X(passive_reap, double, "PASSIVE_REAP", "600s", TIME,                                     \
+      "Userspace device: how long after PASSIVE_PROBE's first question a connection whose "    \
+      "peer answers nothing is freed (counter cm_reaped; 0: after one unanswered question).")  \
     X(rnr_retry, unsigned, "RNR_RETRY", "7", UINT,                                             \
       "Receiver-not-ready retries before a QP fails; 7 means infinite, as in InfiniBand.")     \
     X(ack_coalesce, unsigned, "ACK_COALESCE", "16", UINT,                                      \

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -364,6 +365,9 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.retransmit_timeout_us = static_cast<uint32_t>(std::max(1.0, c.timeout * 1e6));
     dc.retry_count = c.retry_count;
     dc.peer_timeout_ms = static_cast<uint32_t>(std::max(0.0, c.peer_timeout * 1e3));
+    // Whole milliseconds, rounded up: 500us must not become 0 (never ask).
+    dc.passive_idle_ms = static_cast<uint32_t>(std::clamp(std::ceil(c.passive_probe * 1e3), 0.0, double(UINT32_MAX)));
+    dc.passive_reap_ms = static_cast<uint32_t>(std::clamp(std::ceil(c.passive_reap * 1e3), 0.0, double(UINT32_MAX)));
     dc.rnr_retry = c.rnr_retry;
     dc.ack_coalesce = c.ack_coalesce;
     // The device refuses a delay over a quarter of the retransmission timeout; here a TIMEOUT

@@ -25,7 +25,7 @@ void encode(const Msg& m, uint8_t* out) {
     be::store32(out + 20, m.dst_qpn);
     be::store32(out + 24, m.start_psn);
     be::store32(out + 28, m.mtu);
-    out[32] = m.has_tc ? 1 : 0;
+    out[32] = uint8_t((m.has_tc ? 1 : 0) | (m.answers_probe ? 2 : 0));
     std::memcpy(out + 33, m.tc.data(), m.tc.size());
 }
 
@@ -39,7 +39,7 @@ bool decode(std::span<const uint8_t> in, Msg& m) {
     const uint16_t len = be::load16(p + 6);
     if (len < msg_size || len > in.size())
         return false;
-    if (p[5] < uint8_t(MsgType::req) || p[5] > uint8_t(MsgType::drep))
+    if (p[5] < uint8_t(MsgType::req) || p[5] > uint8_t(MsgType::alive))
         return false;
     m.type = MsgType(p[5]);
     m.conn_id = be::load64(p + 8);
@@ -48,6 +48,7 @@ bool decode(std::span<const uint8_t> in, Msg& m) {
     m.start_psn = be::load32(p + 24) & wire::psn_mask;
     m.mtu = be::load32(p + 28);
     m.has_tc = p[32] & 1;
+    m.answers_probe = p[32] & 2;
     std::memcpy(m.tc.data(), p + 33, m.tc.size());
     // A REJ comes from no QP (its src_qpn is 0): it names only the requester's QP and connection.
     const bool src_ok = m.type == MsgType::rej ? m.src_qpn == 0 : m.src_qpn >= 2;
@@ -56,17 +57,13 @@ bool decode(std::span<const uint8_t> in, Msg& m) {
 
 } // namespace cm
 
-namespace {
-
-std::array<uint8_t, 18> peer_key(const WireAddr& a) {
+std::array<uint8_t, 18> DeviceImpl::peer_key(const WireAddr& a) {
     std::array<uint8_t, 18> k{};
     std::memcpy(k.data(), a.ip, 16);
     k[16] = uint8_t(a.port >> 8);
     k[17] = uint8_t(a.port);
     return k;
 }
-
-} // namespace
 
 void DeviceImpl::cm_send(const WireAddr& to, const cm::Msg& m) {
     uint8_t body[cm::msg_size];
@@ -89,6 +86,16 @@ void DeviceImpl::cm_send(const WireAddr& to, const cm::Msg& m) {
         tx_commit(n, sa, salen);
 }
 
+// An answer about the connection `m` names, from the QP it names to the one that sent it.
+void DeviceImpl::cm_answer(const WireAddr& to, cm::MsgType type, const cm::Msg& m) {
+    cm::Msg a;
+    a.type = type;
+    a.conn_id = m.conn_id;
+    a.src_qpn = m.dst_qpn;
+    a.dst_qpn = m.src_qpn;
+    cm_send(to, a);
+}
+
 // A REJ from no QP (src_qpn 0): it names the requester's QP and connection only.
 void DeviceImpl::cm_reject(const WireAddr& to, const cm::Msg& req) {
     cm::Msg rej;
@@ -105,6 +112,7 @@ void DeviceImpl::cm_send_req(Qp& qp) {
     m.src_qpn = qp.qpn;
     m.start_psn = qp.sq_start_psn;
     m.mtu = qp.mtu;
+    m.answers_probe = true;
     cm_put_tc(m);
     cm_send(qp.peer, m);
     qp.cm_deadline_ns = now_ns() + qp.cm_timeout_ns;
@@ -140,8 +148,11 @@ void DeviceImpl::cm_timers(uint64_t now) {
     }
     std::erase_if(closing_, [&](const Closing& c) { return c.tries_left == 0 && now >= c.deadline_ns; });
     std::vector<Qp*> fail;
+    std::vector<uint32_t> reap;
     for (auto& [q, p] : qps_) {
         Qp& qp = *p;
+        if (qp.passive && passive_timer(qp) && now >= passive_timer(qp) && !probe_peer(qp, now))
+            reap.push_back(q);
         if (qp.state != QpState::connecting || now < qp.cm_deadline_ns)
             continue;
         if (qp.cm_retries == 0) {
@@ -158,6 +169,57 @@ void DeviceImpl::cm_timers(uint64_t now) {
         qp->st.timeouts++;
         qp_fail(*qp, Status::timeout);
     }
+    for (uint32_t q : reap) {
+        Qp* qp = find_qp(q);
+        if (!qp)
+            continue;
+        ROCE_DEBUG("cm: passive qp 0x%x freed: %s", q, qp->state == QpState::rts ? "its peer never answered" : "it failed");
+        st_.cm_reaped++;
+        qp->state = QpState::error;   // no DREQ: a peer that answered no PROBE hears none
+        destroy_qp(q);
+    }
+}
+
+// When the passive QP's timer is due: passive_idle_ms (and its jitter) after the peer was last
+// heard, then at the PROBE's retransmission deadline. 0: never (probes off, or a peer that does
+// not answer them and a QP that did not fail).
+uint64_t DeviceImpl::passive_timer(const Qp& qp) const {
+    if (!cfg_.passive_idle_ms || (!qp.peer_answers_probe && qp.state == QpState::rts))
+        return 0;
+    return qp.probe_deadline_ns ? qp.probe_deadline_ns
+                                : std::max(qp.last_heard_ns, qp.alive_ns) + passive_idle_ns() + qp.probe_jitter_ns;
+}
+
+// The passive QP's timer expired: probe its peer (again), or return false when it is to be freed:
+// its peer silent passive_reap_ms after the first PROBE, or the QP failed (nothing to ask).
+bool DeviceImpl::probe_peer(Qp& qp, uint64_t now) {
+    const uint64_t idle = passive_idle_ns();
+    if (elapsed_ns(now, std::max(qp.last_heard_ns, qp.alive_ns)) < idle + qp.probe_jitter_ns) {
+        qp.probe_deadline_ns = 0;   // heard meanwhile
+        return true;
+    }
+    if (qp.state != QpState::rts)
+        return false;
+    // Only a PROBE this device waited for in time counts: one whose deadline passed while the
+    // device itself was away (no progress thread, stopped) may have its answer still on the way.
+    const bool waited = qp.probe_deadline_ns && elapsed_ns(now, qp.probe_deadline_ns) < qp.probe_interval_ns;
+    if (waited && elapsed_ns(now, qp.first_probe_ns) >= uint64_t(cfg_.passive_reap_ms) * 1000000)
+        return false;
+    if (!qp.probe_deadline_ns) {
+        qp.first_probe_ns = now;
+        qp.probe_interval_ns = std::min<uint64_t>(1000000000, idle);
+    } else {
+        qp.probe_interval_ns = std::min(qp.probe_interval_ns * 2, idle);
+    }
+    qp.probe_deadline_ns = now + qp.probe_interval_ns;
+    cm::Msg m;
+    m.type = cm::MsgType::probe;
+    m.conn_id = qp.conn_id;
+    m.src_qpn = qp.qpn;
+    m.dst_qpn = qp.dest_qpn;
+    cm_send(qp.peer, m);
+    st_.cm_probes++;
+    return true;
 }
 
 void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
@@ -211,6 +273,8 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
             qp->state = QpState::rts;
             qp->last_heard_ns = now_ns();
+            qp->peer_answers_probe = m.answers_probe;
+            qp->probe_jitter_ns = random32() % (passive_idle_ns() / 8 + 1);
             cm_take_tc(*qp, m);
             passive_[key] = qp->qpn;
             ROCE_DEBUG("cm: passive qp 0x%x for %s qp 0x%x", qp->qpn, src.to_string().c_str(), m.src_qpn);
@@ -279,12 +343,25 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             else
                 qp_fail(*qp, Status::canceled);
         }
-        cm::Msg drep;   // also when an earlier copy already freed the QP
-        drep.type = cm::MsgType::drep;
-        drep.conn_id = m.conn_id;
-        drep.src_qpn = m.dst_qpn;
-        drep.dst_qpn = m.src_qpn;
-        cm_send(src, drep);
+        cm_answer(src, cm::MsgType::drep, m);   // also when an earlier copy already freed the QP
+        return;
+    }
+    case cm::MsgType::probe: {
+        // The passive side of a connection asks whether we still have its active QP.
+        if (m.dst_qpn < 2)
+            return;   // names no QP we could have: nothing to answer for
+        Qp* qp = find_qp(m.dst_qpn);
+        const bool ours = qp && !qp->passive && !qp->manual && qp->peer == src && qp->conn_id == m.conn_id;
+        const bool alive = ours && (qp->state == QpState::connecting ||
+                                    (qp->state == QpState::rts && qp->dest_qpn == m.src_qpn));
+        // Not alive: a DREQ for the QP that is gone (or failed: it sends nothing any more).
+        cm_answer(src, alive ? cm::MsgType::alive : cm::MsgType::dreq, m);
+        return;
+    }
+    case cm::MsgType::alive: {
+        Qp* qp = find_qp(m.dst_qpn);
+        if (qp && qp->passive && qp->peer == src && qp->dest_qpn == m.src_qpn && qp->conn_id == m.conn_id)
+            qp->alive_ns = now_ns();
         return;
     }
     case cm::MsgType::drep:

@@ -484,6 +484,8 @@ void DeviceImpl::run_timers(uint64_t now) {
             consider(now);   // the progress thread comes back for the next slice
         if (p->state == QpState::connecting)
             consider(p->cm_deadline_ns);
+        if (p->passive)
+            consider(passive_timer(*p));
     }
     next_timer_ns_.store(next, std::memory_order_relaxed);
 }

@@ -228,7 +228,8 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(naks_received_rnr) ROCE_SW_STAT(naks_received_access) ROCE_SW_STAT(naks_received_invalid)
     ROCE_SW_STAT(faults_dropped) ROCE_SW_STAT(faults_duplicated) ROCE_SW_STAT(faults_reordered)
     ROCE_SW_STAT(faults_corrupted) ROCE_SW_STAT(faults_truncated) ROCE_SW_STAT(faults_acks_dropped)
-    ROCE_SW_STAT(faults_delayed) ROCE_SW_STAT(cm_refused)
+    ROCE_SW_STAT(faults_delayed) ROCE_SW_STAT(cm_refused) ROCE_SW_STAT(cm_probes)
+    ROCE_SW_STAT(cm_reaped)
 #undef ROCE_SW_STAT
     return out;
 }
@@ -362,11 +363,7 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
     qp_fail(*qp, Status::canceled);
     if (qp->passive) {
         timewait_add(qp->conn_id, now_ns());
-        std::array<uint8_t, 18> k{};
-        std::memcpy(k.data(), qp->peer.ip, 16);
-        k[16] = uint8_t(qp->peer.port >> 8);
-        k[17] = uint8_t(qp->peer.port);
-        auto it = passive_.find({k, qp->dest_qpn});
+        auto it = passive_.find({peer_key(qp->peer), qp->dest_qpn});
         if (it != passive_.end() && it->second == qpn)
             passive_.erase(it);
     }

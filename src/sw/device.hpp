@@ -134,6 +134,15 @@ struct DeviceConfig {
     // QPs created by incoming connection requests (unauthenticated: anyone can send a REQ) at
     // most; a REQ beyond is answered with a REJ (counter cm_refused).
     uint32_t max_passive_qps = 65536;
+    // A passive QP is freed when its peer destroys its side (DREQ). When no DREQ ever comes (the
+    // process was killed, its QP failed before it was destroyed, the REQ was forged) the device
+    // asks after passive_idle_ms without a packet from the peer (CM PROBE, cm.hpp) and frees the
+    // QP on a DREQ answer, or passive_reap_ms after the first PROBE without any answer (counter
+    // cm_reaped; 0: one PROBE's interval). A passive QP that failed goes after passive_idle_ms
+    // without asking. A peer answers while its owner computes only with its progress thread.
+    // passive_idle_ms 0: never ask, never free.
+    uint32_t passive_idle_ms = 60'000;
+    uint32_t passive_reap_ms = 600'000;
 };
 
 // Counters of one device (monotonic).
@@ -161,6 +170,8 @@ struct DeviceStats {
     uint64_t naks_sent_seq, naks_sent_rnr, naks_sent_access, naks_sent_invalid;
     uint64_t naks_received_seq, naks_received_rnr, naks_received_access, naks_received_invalid;
     uint64_t cm_refused;   // connection requests rejected: max_passive_qps passive QPs exist
+    uint64_t cm_probes;    // PROBEs sent for passive QPs whose peer was silent (passive_idle_ms)
+    uint64_t cm_reaped;    // passive QPs freed without a DREQ: no answer to PROBEs, or failed
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its

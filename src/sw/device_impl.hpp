@@ -204,9 +204,14 @@ public:
     // cm (cm.cpp)
     void cm_packet(const wire::Packet& pkt, const WireAddr& src);
     void cm_send(const WireAddr& to, const cm::Msg& m);
+    void cm_answer(const WireAddr& to, cm::MsgType type, const cm::Msg& m);
     void cm_reject(const WireAddr& to, const cm::Msg& req);
     void cm_send_req(Qp& qp);
     void cm_timers(uint64_t now);
+    uint64_t passive_timer(const Qp& qp) const;
+    uint64_t passive_idle_ns() const { return uint64_t(cfg_.passive_idle_ms) * 1000000; }
+    bool probe_peer(Qp& qp, uint64_t now);
+    static std::array<uint8_t, 18> peer_key(const WireAddr& a);   // passive_'s key
     // DREQs of destroyed QPs, retransmitted until a DREP answers (cm.hpp).
     struct Closing {
         WireAddr peer;
