@@ -117,3 +117,13 @@ foreach(tl IN LISTS ROCE_PEER_FAILURE_TRANSPORTS)
   set_tests_properties(ucp.peer_failure.${tl} ucp.peer_failure.${tl}.idle ucp.peer_failure.${tl}.cut PROPERTIES
                        RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${_pf_env}")
 endforeach()
+# The killed rank never sent its DREQ: the survivor's userspace device frees the QP it created for
+# that rank's connection on its own (CM PROBE unanswered, src/sw/cm.hpp), here within 1 s of
+# silence + 2 s after the first PROBE; the survivor lingers 6 s after its ep close and its counter
+# file must show cm_reaped.
+if("rc_roce" IN_LIST ROCE_PEER_FAILURE_TRANSPORTS)
+  add_test(NAME ucp.peer_failure.rc_roce.reap
+           COMMAND ${_sh}/peer_failure.sh ${_env} $<TARGET_FILE:ucp_peer_failure> -t 30 -i -l 6)
+  set_tests_properties(ucp.peer_failure.rc_roce.reap PROPERTIES RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT
+    "UCX_TLS=rc_roce,self;UCX_KEEPALIVE_INTERVAL=1s;UCX_RC_ROCE_PASSIVE_PROBE=1s;UCX_RC_ROCE_PASSIVE_REAP=2s;PF_EXPECT_COUNTER=cm_reaped")
+endif()

@@ -1,4 +1,5 @@
-/* ucp_peer_failure [-t bound_s] [-w warmup_s] [-i]: issue 5 acceptance, public UCP API only.
+/* ucp_peer_failure [-t bound_s] [-w warmup_s] [-i] [-c] [-s max_size] [-l linger_s]: issue 5
+ * acceptance, public UCP API only.
  * A rank killed mid-run must give the survivor a peer-failure error (UCP_ERR_HANDLING_MODE_PEER)
  * within bound_s (default 30), not a hang, and the survivor must then clean up.
  * The parent (survivor) forks the child (victim); they exchange worker addresses over a
@@ -7,6 +8,9 @@
  * flight, and keeps progressing and posting to the dead peer (a probe send every 100 ms).
  *   -i  idle survivor: both sides stop posting and drain before the kill and the survivor posts
  *       nothing after it, so only UCP keepalive can detect the failure.
+ *   -l  the survivor keeps its worker (and transports) progressing linger_s after the ep close,
+ *       e.g. for what the transport frees of the dead peer's state on its own (peer_failure.sh
+ *       checks a counter then).
  * Transport from UCX_TLS; UCX_KEEPALIVE_INTERVAL defaults to 1 s here (UCX's default: 20 s).
  * Exit 0 on pass; 1 with a "FAIL:" line on timeout, data mismatch, no error or stuck cleanup. */
 #define _GNU_SOURCE
@@ -201,16 +205,17 @@ static void setup(int fd)
 
 int main(int argc, char **argv)
 {
-    double bound = 30, warmup = 1;
+    double bound = 30, warmup = 1, linger = 0;
     int idle = 0, cut = 0, opt, sv[2], wst, verified = 0, probes_posted = 0;
     char c = 'q';
-    while ((opt = getopt(argc, argv, "t:w:ics:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:w:ics:l:")) != -1) {
         if (opt == 's') sizes[2] = strtoul(optarg, NULL, 0), sizes[1] = sizes[2] / 16;
         else if (opt == 't') bound = atof(optarg);
         else if (opt == 'w') warmup = atof(optarg);
         else if (opt == 'i') idle = 1;
         else if (opt == 'c') cut = 1;   /* SIGSTOP instead of SIGKILL: alive, ports held, silent */
-        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-c] [-s max_size]\n", argv[0]), 2;
+        else if (opt == 'l') linger = atof(optarg);
+        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-c] [-s max_size] [-l linger_s]\n", argv[0]), 2;
     }
     const char *tls = getenv("UCX_TLS"), *nd = getenv("UCX_NET_DEVICES");
     const char *ka = getenv("UCX_KEEPALIVE_INTERVAL");
@@ -304,6 +309,11 @@ int main(int argc, char **argv)
         printf("[peer_failure] ep close: %s\n", ucs_status_string(UCS_PTR_STATUS(close_req)));
     int left = drain(1, 10);
     if (left) FAIL("%d requests still pending 10 s after the forced ep close", left);
+    if (linger > 0) {
+        printf("[peer_failure] lingering %.1f s\n", linger);
+        fflush(stdout);
+        for (double end = now() + linger; now() < end;) ucp_worker_progress(worker);
+    }
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
     for (int i = 0; i < WINDOW; ++i) free(slots[i].sbuf), free(slots[i].rbuf);
