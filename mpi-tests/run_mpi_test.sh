@@ -59,12 +59,11 @@ if [ $rc -ne 0 ]; then
 fi
 if [ -n "$stats" ]; then
   missing=()
+  doctor=${ROCE_DOCTOR:-$(dirname "$launcher")/src/gid/roce_doctor}
   for want in $ROCE_EXPECT_COUNTERS; do
-    # "name value" lines of every rank's file, the interface's section only (above the first
-    # per-QP "# " line)
-    n=$(awk -v w="|$want|" 'FNR == 1 { top = 1; next } /^# / { top = 0 }
-          top && index(w, "|" $1 "|") && $2 ~ /^[0-9]+$/ { s += $2 } END { print s + 0 }' "$stats"/* 2>/dev/null)
-    n=${n:-0}
+    # the interface counters of every rank's file, summed (a|b: both)
+    n=$("$doctor" counters "$stats" --sum "$want" 2>/dev/null | awk '{ print $2 }')
+    [ -n "$n" ] || { echo "[mpi-test] FAIL: $doctor counters $stats --sum $want gave nothing"; exit 1; }
     echo "[mpi-test] counters $want: $n"
     [ "$n" -gt 0 ] || missing+=("$want")
   done

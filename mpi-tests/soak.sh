@@ -15,9 +15,10 @@ echo "[soak] $tl for ${secs}s, 1% drop/duplicate/reorder + 0.2% corruption on bo
 timeout -k 10 $((secs + 120)) "$launcher" -np 2 "$pingpong" --max-size 262144 --iters 20 --bw-iters 4 \
   --seconds "$secs" > "$log" 2>&1
 rc=$?
-python3 - "$log" "$rc" "$stats" <<'PY'
-import glob, re, sys
-log, rc, stats = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+doctor=${ROCE_DOCTOR:-$(dirname "$launcher")/src/gid/roce_doctor}
+python3 - "$log" "$rc" "$stats" "$doctor" <<'PY'
+import re, subprocess, sys
+log, rc, stats, doctor = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 text = open(log).read()
 rounds = [(float(t), int(n), int(a), int(b)) for t, n, a, b in
           re.findall(r"^# round \d+ t=([\d.]+) transfers=(\d+) rss_kib=(\d+),(\d+)$", text, re.M)]
@@ -39,16 +40,10 @@ for r in (0, 1):
 print(f"[soak] {len(rounds)} rounds in {rounds[-1][0]:.0f} s, {transfers} transfers verified, {mism} mismatches")
 # The faults must have happened and been repaired (counter files of both ranks): a soak whose
 # injection silently stopped working would pass on clean traffic.
-counts = {}
-for path in glob.glob(stats + "/*"):
-    lines = open(path).read().splitlines()[1:]
-    for line in lines:
-        if line.startswith("# "):
-            break   # per-QP / per-peer sections: the interface's counters are above
-        k, _, v = line.partition(" ")
-        if v.strip().isdigit():
-            counts[k] = counts.get(k, 0) + int(v)
-for k in ("faults_dropped", "faults_duplicated", "faults_reordered", "faults_corrupted", "retransmits"):
+names = ("faults_dropped", "faults_duplicated", "faults_reordered", "faults_corrupted", "retransmits")
+sums = subprocess.run([doctor, "counters", stats, "--sum", ",".join(names)], capture_output=True, text=True).stdout
+counts = {k: int(v) for k, v in (line.split() for line in sums.splitlines() if len(line.split()) == 2)}
+for k in names:
     print(f"[soak] {k}: {counts.get(k, 0)}")
     bad |= counts.get(k, 0) == 0
 sys.exit("[soak] FAIL" if bad else 0)

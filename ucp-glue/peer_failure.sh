@@ -21,9 +21,10 @@ rc=$?
 [ $rc -eq 124 ] && echo "[peer_failure] FAIL: hung (killed by timeout after 100 s)"
 if [ $rc -eq 0 ] && [ -n "$counter" ]; then
   # The victim was killed: its file (if it wrote one) stops before; the survivor's is written at close.
-  best=$(cat "$stats"/rc_roce.* 2>/dev/null | awk -v c="$counter" '$1 == c && $2 > m { m = $2 } END { print m + 0 }')
-  echo "[peer_failure] counter $counter: $best (files: $(ls "$stats" | tr '\n' ' '))"
-  if [ "$best" -lt 1 ]; then
+  doctor=${ROCE_DOCTOR:-$(dirname "$(dirname "$prog")")/src/gid/roce_doctor}
+  n=$("$doctor" counters "$stats" --sum "$counter" 2>/dev/null | awk '{ print $2 }')
+  echo "[peer_failure] counter $counter: ${n:-?} (files: $(ls "$stats" | tr '\n' ' '))"
+  if [ "${n:-0}" -lt 1 ]; then
     echo "[peer_failure] FAIL: no rc_roce counter file shows $counter above 0"
     rc=1
   fi

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <dirent.h>
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,13 +45,14 @@ using CounterList = std::vector<std::pair<std::string, uint64_t>>;
 
 int usage(FILE* f) {
     std::fprintf(f,
-                 "usage: roce_doctor counters [DIR] [--json] [--live] [--device]\n"
+                 "usage: roce_doctor counters [DIR] [--json] [--live] [--device] [--sum NAME[,NAME...]]\n"
                  "  The counters of every rc_roce / ud_roce interface that writes to DIR\n"
                  "  (UCX_RC_ROCE_STATS_DIR=DIR or UCX_UD_ROCE_STATS_DIR=DIR; default: the first of them that is\n"
                  "  set): the device's, per peer (sums over its QPs) and per QP (nonzero\n"
                  "  counters and the gauges *_now: outstanding work, window, RTT, CC rate). Interfaces of\n"
                  "  processes that have exited are marked, or with --live left out. --device: the device's\n"
-                 "  counters only.\n");
+                 "  counters only. --sum: for each NAME a line \"NAME TOTAL\", the device counter summed over\n"
+                 "  the interfaces (a|b: the sum of both; what scripts check after a run).\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -145,6 +147,23 @@ void print_json(const std::string& dir, const std::vector<Entry>& entries, doubl
     std::printf("%s]}\n", entries.empty() ? "" : "\n");
 }
 
+// "NAME TOTAL" per comma-separated item of `names`; an item a|b sums both counters.
+void print_sums(const std::vector<Entry>& entries, const std::string& names) {
+    std::stringstream items(names);
+    for (std::string item; std::getline(items, item, ',');) {
+        if (item.empty())
+            continue;
+        uint64_t total = 0;
+        std::stringstream alts(item);
+        for (std::string name; std::getline(alts, name, '|');)
+            for (const Entry& e : entries)
+                for (const auto& [k, v] : e.snap.counters)
+                    if (k == name)
+                        total += v;
+        std::printf("%s %llu\n", item.c_str(), static_cast<unsigned long long>(total));
+    }
+}
+
 void print_text(const std::vector<Entry>& entries, double now, bool device_only) {
     for (const Entry& e : entries) {
         std::printf("%s  pid %ld (%s)  device %s  address %s  updated %.1f s ago\n", e.snap.transport.c_str(),
@@ -175,7 +194,7 @@ void print_text(const std::vector<Entry>& entries, double now, bool device_only)
 } // namespace
 
 int counters_main(int argc, char** argv) {
-    std::string dir;
+    std::string dir, sums;
     bool json = false, live_only = false, device_only = false;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
@@ -183,6 +202,7 @@ int counters_main(int argc, char** argv) {
         if (a == "--json") json = true;
         else if (a == "--live") live_only = true;
         else if (a == "--device") device_only = true;
+        else if (a == "--sum" && i + 1 < argc) sums = argv[++i];
         else if (a[0] == '-' || !dir.empty()) {
             std::fprintf(stderr, "roce_doctor counters: unexpected argument '%s'\n", a.c_str());
             return usage(stderr);
@@ -223,6 +243,10 @@ int counters_main(int argc, char** argv) {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     const double now = double(ts.tv_sec) + ts.tv_nsec / 1e9;
+    if (!sums.empty()) {
+        print_sums(entries, sums);
+        return 0;
+    }
     if (json) {
         print_json(dir, entries, now, device_only);
         return 0;

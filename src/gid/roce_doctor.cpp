@@ -27,7 +27,7 @@ int usage(FILE* f) {
                  "usage: roce_doctor devices [--json]\n"
                  "  RDMA ports and the userspace device's netdevs: state, MTUs, GIDs, traffic class, PFC/ECN,\n"
                  "  NUMA node and CPUs (hwloc), with checks (exit 1 when one fails).\n"
-                 "usage: roce_doctor counters [DIR] [--json] [--live] [--device]\n"
+                 "usage: roce_doctor counters [DIR] [--json] [--live] [--device] [--sum NAME[,NAME...]]\n"
                  "  Live counters of rc_roce / ud_roce interfaces (UCX_*_ROCE_STATS_DIR): device, per peer, per QP.\n");
     roce::doctor::serve_usage(f);
     roce::doctor::check_usage(f);

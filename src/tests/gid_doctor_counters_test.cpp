@@ -80,6 +80,12 @@ TEST(Counters, DoctorShowsLiveAndExitedProcesses) {
     EXPECT_HAS(r.out, "\"pid\": 99999999, \"alive\": false, \"device\": \"eth0\"");
     EXPECT_HAS(r.out, "\"counters\": {\"tx_packets\": 11, \"rx_packets\": 12}");
 
+    // What scripts check after a run: device counters summed over every interface, exited ones too.
+    r = doctor("counters " + d.p.string() + " --sum 'tx_packets,retransmits|rx_packets,nope'");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "tx_packets 32\nretransmits|rx_packets 15\nnope 0\n");
+    EXPECT_EQ(doctor("counters " + d.p.string() + " --sum").code, 2);
+
     r = doctor("counters " + (d.p / "missing").string());
     EXPECT_EQ(r.code, 1) << r.out;
     r = doctor("counters a b");
