@@ -62,8 +62,8 @@ if [ -n "$stats" ]; then
   doctor=${ROCE_DOCTOR:-$(dirname "$launcher")/src/gid/roce_doctor}
   for want in $ROCE_EXPECT_COUNTERS; do
     # the interface counters of every rank's file, summed (a|b: both)
-    n=$("$doctor" counters "$stats" --sum "$want" 2>/dev/null | awk '{ print $2 }')
-    [ -n "$n" ] || { echo "[mpi-test] FAIL: $doctor counters $stats --sum $want gave nothing"; exit 1; }
+    n=$("$doctor" counters "$stats" --sum "$want" | awk '{ print $2 }')
+    [[ $n =~ ^[0-9]+$ ]] || { echo "[mpi-test] FAIL: $doctor counters $stats --sum $want gave '$n'"; exit 1; }
     echo "[mpi-test] counters $want: $n"
     [ "$n" -gt 0 ] || missing+=("$want")
   done

@@ -41,8 +41,13 @@ print(f"[soak] {len(rounds)} rounds in {rounds[-1][0]:.0f} s, {transfers} transf
 # The faults must have happened and been repaired (counter files of both ranks): a soak whose
 # injection silently stopped working would pass on clean traffic.
 names = ("faults_dropped", "faults_duplicated", "faults_reordered", "faults_corrupted", "retransmits")
-sums = subprocess.run([doctor, "counters", stats, "--sum", ",".join(names)], capture_output=True, text=True).stdout
-counts = {k: int(v) for k, v in (line.split() for line in sums.splitlines() if len(line.split()) == 2)}
+try:
+    r = subprocess.run([doctor, "counters", stats, "--sum", ",".join(names)], capture_output=True, text=True)
+except OSError as e:
+    sys.exit(f"[soak] FAIL: {doctor}: {e}")
+if r.returncode != 0:
+    sys.exit(f"[soak] FAIL: {doctor} counters {stats} --sum exited {r.returncode}: {r.stderr.strip()}")
+counts = {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines()) if v.isdigit()}
 for k in names:
     print(f"[soak] {k}: {counts.get(k, 0)}")
     bad |= counts.get(k, 0) == 0

@@ -22,9 +22,13 @@ rc=$?
 if [ $rc -eq 0 ] && [ -n "$counter" ]; then
   # The victim was killed: its file (if it wrote one) stops before; the survivor's is written at close.
   doctor=${ROCE_DOCTOR:-$(dirname "$(dirname "$prog")")/src/gid/roce_doctor}
-  n=$("$doctor" counters "$stats" --sum "$counter" 2>/dev/null | awk '{ print $2 }')
+  # (without the plugin roce-env.sh preloads: the doctor is no UCX program)
+  n=$(env -u LD_PRELOAD "$doctor" counters "$stats" --sum "$counter" | awk '{ print $2 }')
   echo "[peer_failure] counter $counter: ${n:-?} (files: $(ls "$stats" | tr '\n' ' '))"
-  if [ "${n:-0}" -lt 1 ]; then
+  if ! [[ $n =~ ^[0-9]+$ ]]; then
+    echo "[peer_failure] FAIL: $doctor counters $stats --sum $counter gave '$n'"
+    rc=1
+  elif [ "$n" -lt 1 ]; then
     echo "[peer_failure] FAIL: no rc_roce counter file shows $counter above 0"
     rc=1
   fi

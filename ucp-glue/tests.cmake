@@ -125,5 +125,5 @@ if("rc_roce" IN_LIST ROCE_PEER_FAILURE_TRANSPORTS)
   add_test(NAME ucp.peer_failure.rc_roce.reap
            COMMAND ${_sh}/peer_failure.sh ${_env} $<TARGET_FILE:ucp_peer_failure> -t 30 -i -l 6)
   set_tests_properties(ucp.peer_failure.rc_roce.reap PROPERTIES RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT
-    "UCX_TLS=rc_roce,self;UCX_KEEPALIVE_INTERVAL=1s;UCX_RC_ROCE_PASSIVE_PROBE=1s;UCX_RC_ROCE_PASSIVE_REAP=2s;PF_EXPECT_COUNTER=cm_reaped")
+    "UCX_TLS=rc_roce,self;UCX_KEEPALIVE_INTERVAL=1s;UCX_RC_ROCE_PASSIVE_PROBE=1s;UCX_RC_ROCE_PASSIVE_REAP=2s;PF_EXPECT_COUNTER=cm_reaped;ROCE_DOCTOR=$<TARGET_FILE:roce_doctor>")
 endif()

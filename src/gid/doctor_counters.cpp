@@ -52,7 +52,7 @@ int usage(FILE* f) {
                  "  counters and the gauges *_now: outstanding work, window, RTT, CC rate). Interfaces of\n"
                  "  processes that have exited are marked, or with --live left out. --device: the device's\n"
                  "  counters only. --sum: for each NAME a line \"NAME TOTAL\", the device counter summed over\n"
-                 "  the interfaces (a|b: the sum of both; what scripts check after a run).\n");
+                 "  the interfaces, exited ones too (a|b: the sum of both; what scripts check after a run).\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -202,11 +202,16 @@ int counters_main(int argc, char** argv) {
         if (a == "--json") json = true;
         else if (a == "--live") live_only = true;
         else if (a == "--device") device_only = true;
-        else if (a == "--sum" && i + 1 < argc) sums = argv[++i];
+        else if (a == "--sum" && i + 1 < argc && argv[i + 1][0] != '-' && argv[i + 1][0] != '\0') sums = argv[++i];
         else if (a[0] == '-' || !dir.empty()) {
             std::fprintf(stderr, "roce_doctor counters: unexpected argument '%s'\n", a.c_str());
             return usage(stderr);
         } else dir = a;
+    }
+    if (!sums.empty() && (json || live_only)) {
+        // (a sum is what a script checks after the job: exited processes count)
+        std::fprintf(stderr, "roce_doctor counters: --sum goes with neither --json nor --live\n");
+        return usage(stderr);
     }
     if (dir.empty()) {
         for (const char* var : {"UCX_RC_ROCE_STATS_DIR", "UCX_UD_ROCE_STATS_DIR"})

@@ -85,6 +85,9 @@ TEST(Counters, DoctorShowsLiveAndExitedProcesses) {
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_HAS(r.out, "tx_packets 32\nretransmits|rx_packets 15\nnope 0\n");
     EXPECT_EQ(doctor("counters " + d.p.string() + " --sum").code, 2);
+    EXPECT_EQ(doctor("counters " + d.p.string() + " --sum ''").code, 2);
+    EXPECT_EQ(doctor("counters " + d.p.string() + " --sum --json").code, 2);
+    EXPECT_EQ(doctor("counters " + d.p.string() + " --sum tx_packets --live").code, 2);
 
     r = doctor("counters " + (d.p / "missing").string());
     EXPECT_EQ(r.code, 1) << r.out;
