@@ -234,16 +234,20 @@ TEST_F(VerbsRxe, ConnectToPortNobodyListensOn) {
     ASSERT_EQ(a->connect_qp(q, dead), Status::ok);
     uint8_t x[8] = {};
     iovec iov{x, sizeof(x)};
-    ASSERT_EQ(a->post_send(q, 42, &iov, 1), Status::ok);   // queued until connected
-    EXPECT_EQ(a->outstanding(q), 1u);
-    ASSERT_TRUE(wait_comp(42, 30)) << "no completion: connect hangs";
+    // Queued until connected; or refused (canceled) when the CM thread took the peer's REJ in
+    // between: rxe can answer that fast (a CI run's guest did).
+    const Status posted = a->post_send(q, 42, &iov, 1);
+    ASSERT_TRUE(posted == Status::ok || posted == Status::canceled) << to_string(posted);
+    if (posted == Status::ok) {
+        ASSERT_TRUE(wait_comp(42, 30)) << "no completion: connect hangs";
+        EXPECT_TRUE(comp(42)->status == Status::unreachable || comp(42)->status == Status::timeout)
+                << to_string(comp(42)->status);
+    }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    EXPECT_TRUE(comp(42)->status == Status::unreachable || comp(42)->status == Status::timeout)
-            << to_string(comp(42)->status);
     EXPECT_EQ(a->qp_state(q), verbs::QpState::error);
     EXPECT_EQ(a->outstanding(q), 0u);
-    std::printf("  connect to a dead port failed with '%s' after %.2f s\n",
-                std::string(to_string(comp(42)->status)).c_str(), secs);
+    std::printf("  connect to a dead port failed after %.2f s (the send %s)\n", secs,
+                posted == Status::ok ? "completed with its error" : "refused: already failed");
     EXPECT_EQ(a->destroy_qp(q), Status::ok);
     // bad arguments
     uint32_t q2;
