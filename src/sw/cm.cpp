@@ -86,6 +86,16 @@ void DeviceImpl::cm_send(const WireAddr& to, const cm::Msg& m) {
         tx_commit(n, sa, salen);
 }
 
+// A message about the QP's connection, from it to its peer's QP.
+cm::Msg DeviceImpl::conn_msg(const Qp& qp, cm::MsgType type) {
+    cm::Msg m;
+    m.type = type;
+    m.conn_id = qp.conn_id;
+    m.src_qpn = qp.qpn;
+    m.dst_qpn = qp.dest_qpn;
+    return m;
+}
+
 // An answer about the connection `m` names, from the QP it names to the one that sent it.
 void DeviceImpl::cm_answer(const WireAddr& to, cm::MsgType type, const cm::Msg& m) {
     cm::Msg a;
@@ -212,12 +222,7 @@ bool DeviceImpl::probe_peer(Qp& qp, uint64_t now) {
         qp.probe_interval_ns = std::min(qp.probe_interval_ns * 2, idle);
     }
     qp.probe_deadline_ns = now + qp.probe_interval_ns;
-    cm::Msg m;
-    m.type = cm::MsgType::probe;
-    m.conn_id = qp.conn_id;
-    m.src_qpn = qp.qpn;
-    m.dst_qpn = qp.dest_qpn;
-    cm_send(qp.peer, m);
+    cm_send(qp.peer, conn_msg(qp, cm::MsgType::probe));
     st_.cm_probes++;
     return true;
 }

@@ -332,11 +332,7 @@ Status DeviceImpl::connect_qp(uint32_t qpn, const WireAddr& peer) {
 void DeviceImpl::send_dreq(Qp& qp) {
     if (qp.manual || (qp.state != QpState::rts && qp.state != QpState::connecting))
         return;
-    cm::Msg m;
-    m.type = cm::MsgType::dreq;
-    m.conn_id = qp.conn_id;
-    m.src_qpn = qp.qpn;
-    m.dst_qpn = qp.dest_qpn;
+    const cm::Msg m = conn_msg(qp, cm::MsgType::dreq);
     cm_send(qp.peer, m);
     const uint64_t first_ns = 2000000;   // then 4, 8, ... ms, cm::dreq_tries in all
     closing_.push_back({qp.peer, m, now_ns() + first_ns, first_ns, cm::dreq_tries - 1});

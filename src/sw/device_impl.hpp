@@ -204,6 +204,7 @@ public:
     // cm (cm.cpp)
     void cm_packet(const wire::Packet& pkt, const WireAddr& src);
     void cm_send(const WireAddr& to, const cm::Msg& m);
+    static cm::Msg conn_msg(const Qp& qp, cm::MsgType type);
     void cm_answer(const WireAddr& to, cm::MsgType type, const cm::Msg& m);
     void cm_reject(const WireAddr& to, const cm::Msg& req);
     void cm_send_req(Qp& qp);
