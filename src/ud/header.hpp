@@ -38,6 +38,11 @@ enum : uint8_t {
     // (ACK) the receiver is alive but takes no data now: its owner is away with as much as it may
     // keep waiting (Transport's deferred_). Not progress, but no reason to give the peer up.
     flag_busy = 1u << 3,
+    // (any packet's ack fields) packets beyond `ack` arrived and were dropped, not held (the
+    // receiver's hold budget was spent): resend from `ack` now. Without it the sender, seeing no
+    // SACK, would wait for its timer on every loss while strangers fill the budget. A receiver
+    // that never sets it (an older build) costs only those timeouts.
+    flag_nak = 1u << 4,
 };
 
 inline constexpr uint8_t header_version = 1;

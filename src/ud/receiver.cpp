@@ -43,6 +43,7 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
             ++stats_.duplicates;
         } else if (budget_ && budget_->used + charge(len) > budget_->limit) {
             ++stats_.over_budget;
+            nak_ = true;
         } else {
             ++stats_.out_of_order;
             ooo_.emplace(h.psn, Held{h, std::vector<uint8_t>(payload, payload + len)});

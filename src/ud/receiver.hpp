@@ -76,8 +76,10 @@ public:
     bool ack_due(uint64_t now, uint64_t delay_ns) const {
         return ack_now_ || (unacked_ != 0 && elapsed_ns(now, first_unacked_ns_) >= delay_ns);
     }
-    // Every packet we send to the peer carries ack()/sack().
-    void ack_sent() { unacked_ = 0; ack_now_ = false; }
+    // Whether the next ACK says "dropped beyond ack()" (header flag_nak).
+    bool nak() const { return nak_; }
+    // Every packet we send to the peer carries ack()/sack() (and nak()).
+    void ack_sent() { unacked_ = 0; ack_now_ = false; nak_ = false; }
     const ReceiverStats& stats() const { return stats_; }
     // Forgets what is held out of order and the AM being reassembled, and gives their bytes
     // back (a failed peer).
@@ -124,6 +126,7 @@ private:
     uint32_t unacked_ = 0;
     uint64_t first_unacked_ns_ = 0;
     bool ack_now_ = false;
+    bool nak_ = false;                         // dropped a packet beyond the hole since the last ACK
     ReceiverStats stats_;
 };
 

@@ -94,7 +94,7 @@ void Sender::cut_window(uint64_t now) {
         delay_->on_loss(cc::Nanos(now));
 }
 
-void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit, uint64_t slack) {
+void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit, uint64_t slack, bool nak) {
     const uint32_t una = q_.empty() ? next_psn_ : q_.front().psn;
     const uint32_t sent_end = una + uint32_t(n_sent_);
     if (seq_lt(sent_end, ack)) {
@@ -166,7 +166,31 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
             }
         }
     }
+    // The peer dropped what came beyond the hole at `ack` (its hold budget spent): without SACKs
+    // the above never runs, so go back to the hole now instead of on the timer. Once per hole:
+    // the packets still on their way each bring the same NAK, and a resend lost again is the
+    // timer's.
+    if (nak && n_sent_ != 0 && ack == q_.front().psn && !(nak_answered_ && nak_psn_ == ack)) {
+        nak_answered_ = true;
+        nak_psn_ = ack;
+        if (!in_recovery_) {
+            in_recovery_ = true;
+            recover_psn_ = next_psn_;
+            cut_window(now);
+        }
+        ++stats_.fast_retransmits;
+        resend_unreported(now, emit);
+    }
     transmit(now, emit);
+}
+
+void Sender::resend_unreported(uint64_t now, const Emit& emit) {
+    size_t budget = std::max<size_t>(1, size_t(cwnd_));
+    for (size_t i = 0; i < n_sent_ && budget > 0; ++i) {
+        if (q_[i].sacked) continue;
+        if (!send_one(q_[i], now, emit, true)) break;
+        --budget;
+    }
 }
 
 bool Sender::on_timer(uint64_t now, const Emit& emit, bool were_away) {
@@ -215,13 +239,7 @@ bool Sender::on_timer(uint64_t now, const Emit& emit, bool were_away) {
         send_one(q_[0], now, emit, true);
         return true;
     }
-    // Resend what the peer has not reported, up to the (reduced) window.
-    size_t budget = std::max<size_t>(1, size_t(cwnd_));
-    for (size_t i = 0; i < n_sent_ && budget > 0; ++i) {
-        if (q_[i].sacked) continue;
-        if (!send_one(q_[i], now, emit, true)) break;
-        --budget;
-    }
+    resend_unreported(now, emit);   // (up to the reduced window)
     return true;
 }
 

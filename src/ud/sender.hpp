@@ -83,7 +83,10 @@ public:
     void transmit(uint64_t now, const Emit& emit);
     // An acknowledgement from the peer (any packet's ack/sack fields).
     // slack: how long the ACK may have waited unread (the delay window's samples, cc::DelayCc).
-    void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit, uint64_t slack = 0);
+    // nak: the peer dropped packets beyond `ack` (header flag_nak): resent now, counted as a
+    // fast retransmit.
+    void on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit, uint64_t slack = 0,
+                bool nak = false);
     // The peer said it is busy (header flag_busy): alive, so the peer timeout starts again, as
     // rc_roce's RNR NAKs keep a requester waiting for a receiver whose owner is away.
     void on_peer_busy(uint64_t now) { last_progress_ns_ = now; }
@@ -107,6 +110,8 @@ public:
 
 private:
     bool send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit);
+    // Resends the packets in flight the peer has not reported, up to the window (at least one).
+    void resend_unreported(uint64_t now, const Emit& emit);
     void cut_window(uint64_t now);
     bool window_open() const;
 
@@ -119,6 +124,8 @@ private:
     uint32_t dupacks_ = 0;
     uint32_t recover_psn_ = 0;       // no new fast retransmit before snd_una passes this
     bool in_recovery_ = false;
+    uint32_t nak_psn_ = 0;           // the NAK last answered: not again for the same ack
+    bool nak_answered_ = false;
     int64_t srtt_ns_ = -1, rttvar_ns_ = 0;
     unsigned backoff_ = 0;
     uint64_t last_progress_ns_ = 0;  // last ACK that advanced, or when the queue became busy

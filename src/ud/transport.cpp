@@ -173,7 +173,7 @@ Status Transport::put(const Peer& p, const iovec* iov, size_t iovcnt) {
 bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     Header h;
     h.type = pkt.type;
-    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0));
+    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0) | (p.rx && p.rx->nak() ? flag_nak : 0));
     h.am_id = pkt.am_id;
     h.sender_id = cfg_.sender_id;
     h.psn = pkt.psn;
@@ -202,6 +202,7 @@ void Transport::send_ack(Peer& p, uint8_t flags) {
     h.flags = flags;
     h.sender_id = cfg_.sender_id;
     Receiver& r = rx(p);   // (a busy ACK may be the first word to a peer)
+    if (r.nak()) h.flags |= flag_nak;
     h.ack = r.ack();
     h.sack = r.sack();
     uint8_t hdr[header_size];
@@ -377,7 +378,8 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
     p.remote_id = h.sender_id;
     auto out = [&](const Sender::Packet& pkt, bool ack_req) { return emit(p, pkt, ack_req); };
     if (p.tx) {
-        p.tx->on_ack(h.ack, h.sack, now, out, emptied_ns_ ? elapsed_ns(now, emptied_ns_) : 0);
+        p.tx->on_ack(h.ack, h.sack, now, out, emptied_ns_ ? elapsed_ns(now, emptied_ns_) : 0,
+                     (h.flags & flag_nak) != 0);
         if (h.type == PktType::ack && (h.flags & flag_busy)) {
             p.tx->on_peer_busy(now);
         }

@@ -1,0 +1,93 @@
+// ud_roce's NAK (header flag_nak): a receiver whose hold budget is spent drops what comes beyond
+// a hole and says so; the sender goes back to the hole at once instead of waiting for its timer
+// (before: one timeout per loss for as long as strangers filled the budget).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ud/receiver.hpp"
+#include "ud/sender.hpp"
+
+namespace roce::ud {
+namespace {
+
+constexpr uint64_t ms = 1'000'000;
+
+struct Psns {
+    std::vector<uint32_t> sent;
+    bool operator()(const Sender::Packet& p, bool) { sent.push_back(p.psn); return true; }
+};
+
+Header data(uint32_t psn) { return Header{PktType::data, flag_first | flag_last, 1, 7, psn, 0, 0}; }
+
+TEST(UdNak, ReceiverSaysSoWhenItDropsBeyondAHole) {
+    HoldBudget budget;
+    budget.limit = 100 + HoldBudget::per_packet;   // one packet held at most
+    Receiver r(ReceiverConfig{}, &budget);
+    const std::vector<uint8_t> payload(100, 0x5a);
+    auto ignore = [](uint8_t, const uint8_t*, size_t) {};
+    r.receive(data(1), payload.data(), payload.size(), 0, ignore);   // hole at 0: held
+    EXPECT_FALSE(r.nak()) << "a held packet is reported by SACK";
+    r.receive(data(2), payload.data(), payload.size(), 0, ignore);   // over budget: dropped
+    EXPECT_EQ(r.stats().over_budget, 1u);
+    EXPECT_TRUE(r.nak());
+    EXPECT_TRUE(r.ack_now());
+    r.ack_sent();
+    EXPECT_FALSE(r.nak()) << "said once per ACK";
+    r.receive(data(0), payload.data(), payload.size(), 0, ignore);   // in order: 0 and 1 delivered
+    EXPECT_EQ(r.ack(), 2u);
+    EXPECT_FALSE(r.nak());
+}
+
+TEST(UdNak, SenderGoesBackToTheHoleOncePerHole) {
+    SenderConfig c;
+    c.min_rto_ns = 20 * ms;
+    Sender s(c);
+    Psns psns;
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    for (int i = 0; i < 8; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    s.transmit(0, Sender::Emit(psns));
+    ASSERT_EQ(psns.sent.size(), 8u);
+    // 0 and 1 arrived, 2 was lost, 3.. were dropped beyond the hole: well before any timeout.
+    psns.sent.clear();
+    s.on_ack(2, 0, 1 * ms, Sender::Emit(psns), 0, true);
+    EXPECT_EQ(s.stats().timeouts, 0u);
+    EXPECT_EQ(s.stats().fast_retransmits, 1u);
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{2, 3, 4, 5, 6, 7})) << "go-back-N: all it did not report";
+    EXPECT_EQ(s.stats().window_cuts, 1u);
+    // The other dropped packets' NAKs, for the same hole: nothing more.
+    psns.sent.clear();
+    s.on_ack(2, 0, 1 * ms, Sender::Emit(psns), 0, true);
+    s.on_ack(2, 0, 2 * ms, Sender::Emit(psns), 0, true);
+    EXPECT_TRUE(psns.sent.empty());
+    EXPECT_EQ(s.stats().fast_retransmits, 1u);
+    // 2..4 arrived, 5 was lost again: a new hole, answered at once (one window cut per episode).
+    s.on_ack(5, 0, 3 * ms, Sender::Emit(psns), 0, true);
+    ASSERT_FALSE(psns.sent.empty());
+    EXPECT_EQ(psns.sent.front(), 5u);
+    EXPECT_EQ(s.stats().fast_retransmits, 2u);
+    EXPECT_EQ(s.stats().window_cuts, 1u);
+    // Without the flag the same ACK is no news (no SACK: the timer's).
+    psns.sent.clear();
+    s.on_ack(5, 0, 4 * ms, Sender::Emit(psns));
+    EXPECT_TRUE(psns.sent.empty());
+}
+
+TEST(UdNak, ANakForWhatIsAcknowledgedOrNeverSentIsIgnored) {
+    Sender s(SenderConfig{});
+    Psns psns;
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    for (int i = 0; i < 4; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    s.transmit(0, Sender::Emit(psns));
+    psns.sent.clear();
+    s.on_ack(9, 0, 1 * ms, Sender::Emit(psns), 0, true);   // beyond what was sent: a confused peer
+    s.on_ack(4, 0, 1 * ms, Sender::Emit(psns), 0, true);   // everything acknowledged: no hole
+    EXPECT_TRUE(psns.sent.empty());
+    EXPECT_EQ(s.stats().fast_retransmits, 0u);
+    EXPECT_TRUE(s.idle());
+}
+
+} // namespace
+} // namespace roce::ud
