@@ -68,10 +68,44 @@ TEST(UdNak, SenderGoesBackToTheHoleOncePerHole) {
     EXPECT_EQ(psns.sent.front(), 5u);
     EXPECT_EQ(s.stats().fast_retransmits, 2u);
     EXPECT_EQ(s.stats().window_cuts, 1u);
-    // Without the flag the same ACK is no news (no SACK: the timer's).
+    // Without the flag an ACK at a new hole is no news (no SACK: the timer's).
     psns.sent.clear();
-    s.on_ack(5, 0, 4 * ms, Sender::Emit(psns));
+    s.on_ack(6, 0, 4 * ms, Sender::Emit(psns));
     EXPECT_TRUE(psns.sent.empty());
+    EXPECT_EQ(s.stats().fast_retransmits, 2u);
+}
+
+TEST(UdNak, AHoleTheSackPathResentIsNotResentAgain) {
+    Sender s(SenderConfig{});
+    Psns psns;
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    for (int i = 0; i < 10; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    s.transmit(0, Sender::Emit(psns));
+    psns.sent.clear();
+    // 0 arrived; 1 lost; 2..5 held (SACK), 6.. dropped beyond them (the budget ran out).
+    s.on_ack(1, 0b1111, 1 * ms, Sender::Emit(psns), 0, true);
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{1, 6, 7, 8, 9}));
+}
+
+TEST(UdNak, ReceiverWithdrawsItOnceTheDroppedPacketCame) {
+    HoldBudget budget;
+    budget.limit = 100 + HoldBudget::per_packet;
+    Receiver r(ReceiverConfig{}, &budget);
+    const std::vector<uint8_t> payload(100, 0x5a);
+    auto ignore = [](uint8_t, const uint8_t*, size_t) {};
+    r.receive(data(1), payload.data(), payload.size(), 0, ignore);   // held
+    r.receive(data(3), payload.data(), payload.size(), 0, ignore);   // dropped
+    r.receive(data(2), payload.data(), payload.size(), 0, ignore);   // dropped: NAK covers up to 3
+    ASSERT_TRUE(r.nak());
+    // The sender's go-back arrives before our ACK went out: 0..2 taken, 3 still missing.
+    r.receive(data(0), payload.data(), payload.size(), 0, ignore);
+    r.receive(data(2), payload.data(), payload.size(), 0, ignore);
+    EXPECT_EQ(r.ack(), 3u);
+    EXPECT_TRUE(r.nak());
+    r.receive(data(3), payload.data(), payload.size(), 0, ignore);
+    EXPECT_EQ(r.ack(), 4u);
+    EXPECT_FALSE(r.nak()) << "nothing dropped is missing: a NAK now would resend what is in flight";
 }
 
 TEST(UdNak, ANakForWhatIsAcknowledgedOrNeverSentIsIgnored) {

@@ -43,6 +43,7 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
             ++stats_.duplicates;
         } else if (budget_ && budget_->used + charge(len) > budget_->limit) {
             ++stats_.over_budget;
+            if (!nak_ || seq_lt(nak_end_, h.psn)) nak_end_ = h.psn;
             nak_ = true;
         } else {
             ++stats_.out_of_order;

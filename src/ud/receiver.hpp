@@ -76,8 +76,10 @@ public:
     bool ack_due(uint64_t now, uint64_t delay_ns) const {
         return ack_now_ || (unacked_ != 0 && elapsed_ns(now, first_unacked_ns_) >= delay_ns);
     }
-    // Whether the next ACK says "dropped beyond ack()" (header flag_nak).
-    bool nak() const { return nak_; }
+    // Whether the next ACK says "dropped beyond ack()" (header flag_nak): only while a dropped
+    // packet is still missing, or a NAK sent after the go-back filled the hole would make the
+    // sender resend a window that was merely in flight.
+    bool nak() const { return nak_ && seq_le(rcv_next_, nak_end_); }
     // Every packet we send to the peer carries ack()/sack() (and nak()).
     void ack_sent() { unacked_ = 0; ack_now_ = false; nak_ = false; }
     const ReceiverStats& stats() const { return stats_; }
@@ -127,6 +129,7 @@ private:
     uint64_t first_unacked_ns_ = 0;
     bool ack_now_ = false;
     bool nak_ = false;                         // dropped a packet beyond the hole since the last ACK
+    uint32_t nak_end_ = 0;                     // the highest psn dropped so
     ReceiverStats stats_;
 };
 

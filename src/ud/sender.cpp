@@ -124,6 +124,7 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
         }
         backoff_ = 0;
         dupacks_ = 0;
+        nak_answered_.reset();
         since_ack_req_ = 0;
         last_progress_ns_ = now;
         timer_deferred_ = false;
@@ -154,39 +155,40 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
     }
     // Fast retransmit: the peer holds packets beyond a hole (three times reported, or more than
     // three packets beyond it) — resend the holes below the highest it has, once per episode.
+    size_t resent_below = 0;   // packets q_[0, this) were just seen to by the SACK path
     if (any_sacked && !in_recovery_ &&
         (dupacks_ >= 3 || seq_lt(ack + 3, highest_sacked))) {
         in_recovery_ = true;
         recover_psn_ = next_psn_;
         cut_window(now);
         ++stats_.fast_retransmits;
-        for (size_t i = 0; i < n_sent_ && seq_lt(q_[i].psn, highest_sacked); ++i) {
-            if (!q_[i].sacked && !send_one(q_[i], now, emit, true)) {
+        for (; resent_below < n_sent_ && seq_lt(q_[resent_below].psn, highest_sacked); ++resent_below) {
+            if (!q_[resent_below].sacked && !send_one(q_[resent_below], now, emit, true)) {
                 break;
             }
         }
     }
     // The peer dropped what came beyond the hole at `ack` (its hold budget spent): without SACKs
     // the above never runs, so go back to the hole now instead of on the timer. Once per hole:
-    // the packets still on their way each bring the same NAK, and a resend lost again is the
-    // timer's.
-    if (nak && n_sent_ != 0 && ack == q_.front().psn && !(nak_answered_ && nak_psn_ == ack)) {
-        nak_answered_ = true;
-        nak_psn_ = ack;
+    // each dropped packet still on its way brings the same NAK (a window resent per packet),
+    // and a hole the peer cannot take yet (no reassembly room) would loop; a resend lost again
+    // is the timer's.
+    if (nak && n_sent_ != 0 && ack == q_.front().psn && nak_answered_ != ack) {
+        nak_answered_ = ack;
         if (!in_recovery_) {
             in_recovery_ = true;
             recover_psn_ = next_psn_;
             cut_window(now);
         }
         ++stats_.fast_retransmits;
-        resend_unreported(now, emit);
+        resend_unreported(now, emit, resent_below);
     }
     transmit(now, emit);
 }
 
-void Sender::resend_unreported(uint64_t now, const Emit& emit) {
+void Sender::resend_unreported(uint64_t now, const Emit& emit, size_t from) {
     size_t budget = std::max<size_t>(1, size_t(cwnd_));
-    for (size_t i = 0; i < n_sent_ && budget > 0; ++i) {
+    for (size_t i = from; i < n_sent_ && budget > 0; ++i) {
         if (q_[i].sacked) continue;
         if (!send_one(q_[i], now, emit, true)) break;
         --budget;

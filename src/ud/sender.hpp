@@ -110,8 +110,9 @@ public:
 
 private:
     bool send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit);
-    // Resends the packets in flight the peer has not reported, up to the window (at least one).
-    void resend_unreported(uint64_t now, const Emit& emit);
+    // Resends the packets in flight from q_[from] on that the peer has not reported, up to the
+    // window (at least one).
+    void resend_unreported(uint64_t now, const Emit& emit, size_t from = 0);
     void cut_window(uint64_t now);
     bool window_open() const;
 
@@ -124,8 +125,7 @@ private:
     uint32_t dupacks_ = 0;
     uint32_t recover_psn_ = 0;       // no new fast retransmit before snd_una passes this
     bool in_recovery_ = false;
-    uint32_t nak_psn_ = 0;           // the NAK last answered: not again for the same ack
-    bool nak_answered_ = false;
+    std::optional<uint32_t> nak_answered_;   // the hole last gone back to on a NAK (until ack moves)
     int64_t srtt_ns_ = -1, rttvar_ns_ = 0;
     unsigned backoff_ = 0;
     uint64_t last_progress_ns_ = 0;  // last ACK that advanced, or when the queue became busy

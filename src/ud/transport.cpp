@@ -202,7 +202,7 @@ void Transport::send_ack(Peer& p, uint8_t flags) {
     h.flags = flags;
     h.sender_id = cfg_.sender_id;
     Receiver& r = rx(p);   // (a busy ACK may be the first word to a peer)
-    if (r.nak()) h.flags |= flag_nak;
+    if (r.nak() && !(flags & flag_busy)) h.flags |= flag_nak;   // (busy: it takes nothing now)
     h.ack = r.ack();
     h.sack = r.sack();
     uint8_t hdr[header_size];
