@@ -110,11 +110,15 @@ foreach(tl IN LISTS ROCE_PEER_FAILURE_TRANSPORTS)
   add_test(NAME ucp.peer_failure.${tl}.idle COMMAND ${_pf} -i)
   # The peer's traffic cut instead of the peer killed: SIGSTOPped, alive, its port still bound.
   add_test(NAME ucp.peer_failure.${tl}.cut COMMAND ${_pf} -c)
+  # .cut, then the partition heals: a new ep to the same address is a new connection (ud_roce:
+  # before 2026-12-07 a new endpoint to an address it had given up failed at once).
+  add_test(NAME ucp.peer_failure.${tl}.reconnect COMMAND ${_pf} -r)
   set(_pf_env "UCX_TLS=${tl},self;UCX_KEEPALIVE_INTERVAL=1s")
   if(tl STREQUAL "ud_roce")
     list(APPEND _pf_env "UCX_UD_ROCE_TIMEOUT=5s")
   endif()
-  set_tests_properties(ucp.peer_failure.${tl} ucp.peer_failure.${tl}.idle ucp.peer_failure.${tl}.cut PROPERTIES
+  set_tests_properties(ucp.peer_failure.${tl} ucp.peer_failure.${tl}.idle ucp.peer_failure.${tl}.cut
+                       ucp.peer_failure.${tl}.reconnect PROPERTIES
                        RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${_pf_env}")
 endforeach()
 # The killed rank never sent its DREQ: the survivor's userspace device frees the QP it created for

@@ -1,4 +1,4 @@
-/* ucp_peer_failure [-t bound_s] [-w warmup_s] [-i] [-c] [-s max_size] [-l linger_s]: issue 5
+/* ucp_peer_failure [-t bound_s] [-w warmup_s] [-i] [-c] [-r] [-s max_size] [-l linger_s]: issue 5
  * acceptance, public UCP API only.
  * A rank killed mid-run must give the survivor a peer-failure error (UCP_ERR_HANDLING_MODE_PEER)
  * within bound_s (default 30), not a hang, and the survivor must then clean up.
@@ -8,6 +8,11 @@
  * flight, and keeps progressing and posting to the dead peer (a probe send every 100 ms).
  *   -i  idle survivor: both sides stop posting and drain before the kill and the survivor posts
  *       nothing after it, so only UCP keepalive can detect the failure.
+ *   -c  the victim is SIGSTOPped instead of killed: alive, its address held, silent.
+ *   -r  reconnect (implies -c): once the survivor has its error and has closed the ep, the victim
+ *       is resumed (a partition that heals), and the survivor makes a new ep to the same
+ *       address: a message of the largest size each way on it, every byte checked, within
+ *       bound_s; the victim answers on a new ep of its own and exits 0.
  *   -l  the survivor keeps its worker (and transports) progressing linger_s after the ep close,
  *       e.g. for what the transport frees of the dead peer's state on its own (peer_failure.sh
  *       checks a counter then).
@@ -40,6 +45,7 @@
 #define WINDOW 6                 /* iterations in flight per side, each a send and a receive */
 #define MAX_PROBES 64
 #define PROBE_TAG (1ull << 63)   /* never received: probes only exercise the dead ep */
+#define RECON_TAG (1ull << 62)   /* -r: survivor -> victim on the new ep; +1 the answer */
 /* 8 B, max/16, max (-s, default 1 MiB). Transports without RDMA move large messages as several
  * AM fragments; UCP 1.13 never completes a receive already matched to such a message when its
  * sender dies mid-way (not even on cancel), so those runs keep every message one fragment. */
@@ -56,6 +62,7 @@ typedef struct {
 static ucp_context_h context;
 static ucp_worker_h worker;
 static ucp_ep_h ep;
+static ucp_address_t *peer_addr;   /* the other process's worker address (-r connects again) */
 static int is_parent, quiesced;
 static slot_t slots[WINDOW];
 static void *probes[MAX_PROBES];
@@ -164,6 +171,62 @@ static void xfer(int fd, void *buf, size_t len, int out)
     }
 }
 
+/* An ep with peer error handling to the other process. */
+static ucp_ep_h connect_peer(void)
+{
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = peer_addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER, .err_handler = {.cb = err_cb, .arg = NULL}};
+    ucp_ep_h e;
+    MUST(ucp_ep_create(worker, &ep_params, &e));
+    return e;
+}
+
+/* -r: one message of the largest size to the other process on `e` (tag `tag`, the sender's
+ * pattern) while a receive of its answer (tag `tag_in`) may be posted; completes both within
+ * bound_s and checks the answer. send_first: the survivor sends, then receives; the victim
+ * receives (its receive posted since setup, *rreq) then sends. */
+static void *recon_buf[2];
+static void recon_wait(void **req, const char *what, double bound)
+{
+    for (double end = now() + bound; *req != NULL;) {
+        ucp_worker_progress(worker);
+        ucs_status_t st = ucp_request_check_status(*req);
+        if (st != UCS_INPROGRESS) {
+            ucp_request_free(*req), *req = NULL;
+            if (st != UCS_OK) FAIL("reconnect: %s: %s", what, ucs_status_string(st));
+        }
+        if (now() > end) FAIL("reconnect: %s not done within %.0f s", what, bound);
+    }
+}
+
+static void *recon_post(int send, ucp_ep_h e, uint64_t tag)
+{
+    size_t len = sizes[NSIZES - 1];
+    uint64_t *b = recon_buf[send];
+    if (b == NULL && (b = recon_buf[send] = malloc(len)) == NULL) FAIL("malloc");
+    ucp_request_param_t p = {0};
+    void *r;
+    if (send) {
+        for (size_t j = 0; j < len / 8; ++j) b[j] = pattern(is_parent, tag, j);
+        r = ucp_tag_send_nbx(e, b, len, tag, &p);
+    } else {
+        r = ucp_tag_recv_nbx(worker, b, len, tag, ~0ull, &p);
+    }
+    if (UCS_PTR_IS_ERR(r)) FAIL("reconnect: post: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+    return r;
+}
+
+static void recon_check(uint64_t tag)
+{
+    const uint64_t *b = recon_buf[0];
+    for (size_t j = 0; j < sizes[NSIZES - 1] / 8; ++j)
+        if (b[j] != pattern(!is_parent, tag, j))
+            FAIL("reconnect: data mismatch: tag %llx word %zu", (unsigned long long)tag, j);
+}
+
 /* Context, worker and an ep with peer error handling to the process at the other end of fd. */
 static void setup(int fd)
 {
@@ -188,13 +251,8 @@ static void setup(int fd)
     if ((peer = malloc(peer_len)) == NULL) FAIL("malloc");
     xfer(fd, peer, peer_len, 0);
     ucp_worker_release_address(worker, addr);
-    ucp_ep_params_t ep_params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = peer,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER, .err_handler = {.cb = err_cb, .arg = NULL}};
-    MUST(ucp_ep_create(worker, &ep_params, &ep));
-    free(peer);
+    peer_addr = peer;
+    ep = connect_peer();
     for (int i = 0; i < WINDOW; ++i) {
         slots[i].sbuf = malloc(sizes[NSIZES - 1]);
         slots[i].rbuf = malloc(sizes[NSIZES - 1]);
@@ -206,22 +264,24 @@ static void setup(int fd)
 int main(int argc, char **argv)
 {
     double bound = 30, warmup = 1, linger = 0;
-    int idle = 0, cut = 0, opt, sv[2], wst, verified = 0, probes_posted = 0;
+    int idle = 0, cut = 0, reconnect = 0, opt, sv[2], wst, verified = 0, probes_posted = 0;
     char c = 'q';
-    while ((opt = getopt(argc, argv, "t:w:ics:l:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:w:icrs:l:")) != -1) {
         if (opt == 's') sizes[2] = strtoul(optarg, NULL, 0), sizes[1] = sizes[2] / 16;
         else if (opt == 't') bound = atof(optarg);
         else if (opt == 'w') warmup = atof(optarg);
         else if (opt == 'i') idle = 1;
         else if (opt == 'c') cut = 1;   /* SIGSTOP instead of SIGKILL: alive, ports held, silent */
+        else if (opt == 'r') reconnect = cut = 1;
         else if (opt == 'l') linger = atof(optarg);
-        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-c] [-s max_size] [-l linger_s]\n", argv[0]), 2;
+        else return fprintf(stderr, "usage: %s [-t bound_s] [-w warmup_s] [-i] [-c] [-r] [-s max_size] [-l linger_s]\n", argv[0]), 2;
     }
     const char *tls = getenv("UCX_TLS"), *nd = getenv("UCX_NET_DEVICES");
     const char *ka = getenv("UCX_KEEPALIVE_INTERVAL");
     printf("[peer_failure] UCX_TLS=%s UCX_NET_DEVICES=%s UCX_KEEPALIVE_INTERVAL=%s mode=%s "
            "bound=%.0fs\n", tls ? tls : "(all)", nd ? nd : "(all)",
-           ka ? ka : "1s (test default)", idle ? "idle" : cut ? "probe, traffic cut (SIGSTOP)" : "probe", bound);
+           ka ? ka : "1s (test default)", idle ? "idle" : reconnect ? "probe, traffic cut, then reconnect" :
+           cut ? "probe, traffic cut (SIGSTOP)" : "probe", bound);
     fflush(stdout);   /* before fork: no output buffered twice */
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) FAIL("socketpair");
     pid_t pid = fork();   /* before any UCX initialization: each process has its own */
@@ -229,11 +289,22 @@ int main(int argc, char **argv)
     if (pid == 0) {       /* victim: traffic until killed; dies with the parent if it goes first */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         setup(sv[1]);
+        void *recon = reconnect ? recon_post(0, NULL, RECON_TAG) : NULL;
         for (unsigned n = 0; !failed(); ++n) {
             step();   /* keeps progressing after a quiesce: the survivor's rendezvous need it */
             if (!quiesced && n % 1024 == 0) quiesced = recv(sv[1], &c, 1, MSG_DONTWAIT) == 1;
         }
-        _exit(3);   /* the survivor failed first */
+        if (!reconnect) _exit(3);   /* the survivor failed first */
+        /* Resumed after the survivor gave us up: our old ep has failed too (the survivor's new
+         * connection ended it, or our own timeout); its message comes on the new one. */
+        recon_wait(&recon, "the survivor's message", bound);
+        recon_check(RECON_TAG);
+        ucp_ep_h e2 = connect_peer();
+        void *answer = recon_post(1, e2, RECON_TAG + 1);
+        if (UCS_PTR_IS_PTR(answer)) recon_wait(&answer, "the answer", bound);
+        /* Progress until the survivor has it all (a rendezvous needs us), then leave. */
+        while (recv(sv[1], &c, 1, MSG_DONTWAIT) != 1) ucp_worker_progress(worker);
+        _exit(0);
     }
     is_parent = 1;
     setup(sv[0]);
@@ -280,7 +351,7 @@ int main(int argc, char **argv)
     }
     /* Give the error callback time to follow a failed request (or vice versa), for the report. */
     for (double end = now() + 1; (ep_err == UCS_OK || req_err == UCS_OK) && now() < end;) step();
-    if (cut) {   /* the failure was found while the victim was still alive: end it now */
+    if (cut && !reconnect) {   /* the failure was found while the victim was still alive: end it now */
         kill(pid, SIGKILL);
         waitpid(pid, &wst, 0);
     }
@@ -309,6 +380,30 @@ int main(int argc, char **argv)
         printf("[peer_failure] ep close: %s\n", ucs_status_string(UCS_PTR_STATUS(close_req)));
     int left = drain(1, 10);
     if (left) FAIL("%d requests still pending 10 s after the forced ep close", left);
+    if (reconnect) {   /* the partition heals: a new ep to the same address must work */
+        double tr = now();
+        kill(pid, SIGCONT);
+        ucp_ep_h e2 = connect_peer();
+        void *in = recon_post(0, NULL, RECON_TAG + 1);
+        void *out = recon_post(1, e2, RECON_TAG);
+        if (UCS_PTR_IS_PTR(out)) recon_wait(&out, "the message to the victim", bound);
+        if (UCS_PTR_IS_PTR(in)) recon_wait(&in, "the victim's answer", bound);
+        recon_check(RECON_TAG + 1);
+        close_p.flags = 0;   /* a live peer (it progresses until told to go): a flushing close */
+        void *r = ucp_ep_close_nbx(e2, &close_p);
+        for (double end = now() + 10; UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS;) {
+            ucp_worker_progress(worker);
+            if (now() > end) FAIL("reconnect: ep close did not complete within 10 s");
+        }
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+        xfer(sv[0], &c, 1, 1);
+        waitpid(pid, &wst, 0);
+        if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0)
+            FAIL("reconnect: the victim ended with status 0x%x", wst);
+        printf("[peer_failure] reconnected: %zu B each way, every byte checked, in %.3f s\n",
+               sizes[NSIZES - 1], now() - tr);
+        fflush(stdout);
+    }
     if (linger > 0) {
         printf("[peer_failure] lingering %.1f s\n", linger);
         fflush(stdout);

@@ -18,23 +18,40 @@ struct Psns {
     bool operator()(const Sender::Packet& p, bool) { sent.push_back(p.psn); return true; }
 };
 
-Header data(uint32_t psn) { return Header{PktType::data, flag_first | flag_last, 1, 7, psn, 0, 0}; }
+// Queues and sends `n` 100-byte packets at time 0; `psns` is left empty.
+void send_packets(Sender& s, Psns& psns, int n) {
+    std::vector<uint8_t> b(100, 1);
+    iovec iov{b.data(), b.size()};
+    for (int i = 0; i < n; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
+    s.transmit(0, Sender::Emit(psns));
+    ASSERT_EQ(psns.sent.size(), size_t(n));
+    psns.sent.clear();
+}
+
+// A receiver whose budget holds one 100-byte packet out of order.
+struct OneHeld {
+    OneHeld() { budget.limit = 100 + HoldBudget::per_packet; }
+    void give(uint32_t psn) {
+        const Header h{PktType::data, flag_first | flag_last, 1, 7, psn, 0, 0};
+        r.receive(h, payload.data(), payload.size(), 0, [](uint8_t, const uint8_t*, size_t) {});
+    }
+    HoldBudget budget;
+    Receiver r{ReceiverConfig{}, &budget};
+    std::vector<uint8_t> payload = std::vector<uint8_t>(100, 0x5a);
+};
 
 TEST(UdNak, ReceiverSaysSoWhenItDropsBeyondAHole) {
-    HoldBudget budget;
-    budget.limit = 100 + HoldBudget::per_packet;   // one packet held at most
-    Receiver r(ReceiverConfig{}, &budget);
-    const std::vector<uint8_t> payload(100, 0x5a);
-    auto ignore = [](uint8_t, const uint8_t*, size_t) {};
-    r.receive(data(1), payload.data(), payload.size(), 0, ignore);   // hole at 0: held
+    OneHeld t;
+    Receiver& r = t.r;
+    t.give(1);   // hole at 0: held
     EXPECT_FALSE(r.nak()) << "a held packet is reported by SACK";
-    r.receive(data(2), payload.data(), payload.size(), 0, ignore);   // over budget: dropped
+    t.give(2);   // over budget: dropped
     EXPECT_EQ(r.stats().over_budget, 1u);
     EXPECT_TRUE(r.nak());
     EXPECT_TRUE(r.ack_now());
     r.ack_sent();
     EXPECT_FALSE(r.nak()) << "said once per ACK";
-    r.receive(data(0), payload.data(), payload.size(), 0, ignore);   // in order: 0 and 1 delivered
+    t.give(0);   // in order: 0 and 1 delivered
     EXPECT_EQ(r.ack(), 2u);
     EXPECT_FALSE(r.nak());
 }
@@ -44,13 +61,8 @@ TEST(UdNak, SenderGoesBackToTheHoleOncePerHole) {
     c.min_rto_ns = 20 * ms;
     Sender s(c);
     Psns psns;
-    std::vector<uint8_t> b(100, 1);
-    iovec iov{b.data(), b.size()};
-    for (int i = 0; i < 8; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
-    s.transmit(0, Sender::Emit(psns));
-    ASSERT_EQ(psns.sent.size(), 8u);
+    send_packets(s, psns, 8);
     // 0 and 1 arrived, 2 was lost, 3.. were dropped beyond the hole: well before any timeout.
-    psns.sent.clear();
     s.on_ack(2, 0, 1 * ms, Sender::Emit(psns), 0, true);
     EXPECT_EQ(s.stats().timeouts, 0u);
     EXPECT_EQ(s.stats().fast_retransmits, 1u);
@@ -78,32 +90,25 @@ TEST(UdNak, SenderGoesBackToTheHoleOncePerHole) {
 TEST(UdNak, AHoleTheSackPathResentIsNotResentAgain) {
     Sender s(SenderConfig{});
     Psns psns;
-    std::vector<uint8_t> b(100, 1);
-    iovec iov{b.data(), b.size()};
-    for (int i = 0; i < 10; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
-    s.transmit(0, Sender::Emit(psns));
-    psns.sent.clear();
+    send_packets(s, psns, 10);
     // 0 arrived; 1 lost; 2..5 held (SACK), 6.. dropped beyond them (the budget ran out).
     s.on_ack(1, 0b1111, 1 * ms, Sender::Emit(psns), 0, true);
     EXPECT_EQ(psns.sent, (std::vector<uint32_t>{1, 6, 7, 8, 9}));
 }
 
 TEST(UdNak, ReceiverWithdrawsItOnceTheDroppedPacketCame) {
-    HoldBudget budget;
-    budget.limit = 100 + HoldBudget::per_packet;
-    Receiver r(ReceiverConfig{}, &budget);
-    const std::vector<uint8_t> payload(100, 0x5a);
-    auto ignore = [](uint8_t, const uint8_t*, size_t) {};
-    r.receive(data(1), payload.data(), payload.size(), 0, ignore);   // held
-    r.receive(data(3), payload.data(), payload.size(), 0, ignore);   // dropped
-    r.receive(data(2), payload.data(), payload.size(), 0, ignore);   // dropped: NAK covers up to 3
+    OneHeld t;
+    Receiver& r = t.r;
+    t.give(1);   // held
+    t.give(3);   // dropped
+    t.give(2);   // dropped: the NAK covers up to 3
     ASSERT_TRUE(r.nak());
     // The sender's go-back arrives before our ACK went out: 0..2 taken, 3 still missing.
-    r.receive(data(0), payload.data(), payload.size(), 0, ignore);
-    r.receive(data(2), payload.data(), payload.size(), 0, ignore);
+    t.give(0);
+    t.give(2);
     EXPECT_EQ(r.ack(), 3u);
     EXPECT_TRUE(r.nak());
-    r.receive(data(3), payload.data(), payload.size(), 0, ignore);
+    t.give(3);
     EXPECT_EQ(r.ack(), 4u);
     EXPECT_FALSE(r.nak()) << "nothing dropped is missing: a NAK now would resend what is in flight";
 }
@@ -111,11 +116,7 @@ TEST(UdNak, ReceiverWithdrawsItOnceTheDroppedPacketCame) {
 TEST(UdNak, ANakForWhatIsAcknowledgedOrNeverSentIsIgnored) {
     Sender s(SenderConfig{});
     Psns psns;
-    std::vector<uint8_t> b(100, 1);
-    iovec iov{b.data(), b.size()};
-    for (int i = 0; i < 4; ++i) s.enqueue(PktType::data, 0, 1, &iov, 1, 0, b.size(), 0);
-    s.transmit(0, Sender::Emit(psns));
-    psns.sent.clear();
+    send_packets(s, psns, 4);
     s.on_ack(9, 0, 1 * ms, Sender::Emit(psns), 0, true);   // beyond what was sent: a confused peer
     s.on_ack(4, 0, 1 * ms, Sender::Emit(psns), 0, true);   // everything acknowledged: no hole
     EXPECT_TRUE(psns.sent.empty());

@@ -484,6 +484,58 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     EXPECT_EQ(sa.failures.size(), 1u);
 }
 
+// A partition: a gives b up (timeout) while b, alive, keeps its state for a. Once the network
+// is back, a new endpoint of a's to b's address is a new connection, as a new ep of UCX's ud is:
+// b takes a's new sender id for a restart (its old peer for a ends, reset: it owed nothing),
+// messages flow both ways, a late packet of b's old connection is not taken into the new one,
+// and a's old endpoint stays failed. Before, a new endpoint to a failed address failed at once.
+TEST(UdTransport, NewEndpointAfterAPartitionIsANewConnection) {
+    Link l;
+    Sink sa, sb;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 300'000'000);   // 0.3 s
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
+    const auto to_b = a->peer(b->address());
+    const auto to_a = b->peer(a->address());
+    deliver_one(*a, to_b, *b, sb, 1, 1);
+    deliver_one(*b, to_a, *a, sa, 2, 2);   // b's stream to a: psn 0 taken, 1 next
+    wait_flushed(*a, *b, to_b);
+    wait_flushed(*b, *a, to_a);
+    l.cut = true;
+    uint8_t x = 1;
+    iovec iov{&x, 1};
+    ASSERT_EQ(a->send_am(to_b, 0, &iov, 1), Status::ok);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (sa.failures.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+        a->progress();
+    }
+    ASSERT_EQ(sa.failures.size(), 1u);
+    EXPECT_EQ(sa.failures[0], Status::timeout);
+    l.cut = false;
+    const auto to_b2 = a->peer(b->address());
+    ASSERT_NE(to_b2, to_b);
+    EXPECT_EQ(a->send_am(to_b, 0, &iov, 1), Status::timeout);   // the old endpoint stays failed
+    // b's old connection's next packet (psn 1, b's sender id), late: must not open the new one.
+    Header late{PktType::data, flag_first | flag_last, 8, b->sender_id(), 1, 0, 0};
+    std::vector<uint8_t> bytes(header_size + 1, 0x42);
+    encode(late, bytes.data());
+    l.q[0].push_back({b->address(), bytes});
+    a->progress();
+    deliver_one(*a, to_b2, *b, sb, 3, 3);
+    EXPECT_EQ(b->stats().restarted_peers, 1u);
+    ASSERT_EQ(sb.failures.size(), 1u);
+    EXPECT_EQ(sb.failures[0], Status::reset);
+    const auto to_a2 = b->peer(a->address());
+    EXPECT_NE(to_a2, to_a);
+    deliver_one(*b, to_a2, *a, sa, 4, 4);
+    deliver_one(*b, to_a2, *a, sa, 5, 5);
+    deliver_one(*a, to_b2, *b, sb, 6, 6);
+    ASSERT_EQ(sa.msgs.size(), 3u);
+    EXPECT_EQ(sa.msgs[1].first, 4) << "not the late packet of the old connection";
+    EXPECT_EQ(sa.msgs[2].first, 5);
+    EXPECT_EQ(sa.failures.size(), 1u);
+    EXPECT_EQ(sb.failures.size(), 1u);
+}
+
 // Anyone may send datagrams from an address with ever new sender ids: each is a restart (the
 // peer before it ends), but only the first few are logged - a flood of them is counted.
 TEST(UdTransport, RestartFloodIsCountedNotLogged) {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <functional>
 #include <memory>
@@ -158,6 +159,9 @@ private:
         UdAddr addr;
         uint32_t remote_id = 0;          // the peer's sender_id, once heard
         uint32_t replaced_id = 0;        // the sender_id of the process it replaced at its address
+        // The sender_id in our packets to it: the interface's, or a fresh one when this peer
+        // replaced another at its address (see add_peer).
+        uint32_t local_id = 0;
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
         size_t frag = 0;                 // AM bytes per packet to it (peer())
@@ -170,6 +174,12 @@ private:
         uint64_t last_busy_ack_ns = 0;   // (at most one busy ACK per millisecond)
     };
 
+    // A new peer at `addr` (by_addr_ maps the address to it from now on). `replaces` is the
+    // peer it takes the address from, if any: it then speaks with a sender id of its own, so that
+    // the other end — should it be the very process the old peer talked to — takes it for a new
+    // one too (its restart rule) and does not mix the two connections' sequences, and it drops
+    // what comes with the old peer's remote id (late packets of the old connection).
+    PeerId add_peer(const UdAddr& addr, const Peer* replaces);
     Sender& tx(Peer& p);
     Receiver& rx(Peer& p);
     bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
@@ -198,6 +208,8 @@ private:
     uint64_t last_reasm_sweep_ns_ = 0;  // release_stale_reservations()
     void release_stale_reservations(uint64_t now);
     size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)
+    std::mt19937 id_rng_;              // sender ids of peers that replace another (add_peer):
+                                       // one per restart, which anyone can forge - no system call
     bool warned_refused_ = false;
     // Restarts logged so far: each is a line (and its old peer's failure another), and anyone
     // may send datagrams with a new sender id from an address: a flood of them is counted only.
