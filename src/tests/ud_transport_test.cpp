@@ -536,6 +536,74 @@ TEST(UdTransport, NewEndpointAfterAPartitionIsANewConnection) {
     EXPECT_EQ(sb.failures.size(), 1u);
 }
 
+// A new endpoint tried while the network is still cut fails in turn (timeout); one made once it
+// is back works: the retry passes on which id the old connection's late packets carry.
+TEST(UdTransport, NewEndpointRetriedDuringThePartitionWorksOnceItHeals) {
+    Link l;
+    Sink sa, sb;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 300'000'000);   // 0.3 s
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
+    const auto to_b = a->peer(b->address());
+    deliver_one(*a, to_b, *b, sb, 1, 1);
+    deliver_one(*b, b->peer(a->address()), *a, sa, 2, 2);
+    wait_flushed(*a, *b, to_b);
+    l.cut = true;
+    uint8_t x = 1;
+    iovec iov{&x, 1};
+    Transport::PeerId tried = to_b;
+    for (size_t attempt = 1; attempt <= 2; ++attempt) {   // the old endpoint, then a new one
+        ASSERT_EQ(a->send_am(tried, 0, &iov, 1), Status::ok) << attempt;
+        const auto t0 = std::chrono::steady_clock::now();
+        while (sa.failures.size() < attempt && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+            a->progress();
+        }
+        ASSERT_EQ(sa.failures.size(), attempt);
+        const auto next = a->peer(b->address());
+        ASSERT_NE(next, tried) << "a new endpoint after attempt " << attempt;
+        tried = next;
+    }
+    l.cut = false;
+    l.q[1].clear();
+    deliver_one(*a, tried, *b, sb, 3, 3);
+    deliver_one(*b, b->peer(a->address()), *a, sa, 4, 4);
+    deliver_one(*a, tried, *b, sb, 5, 5);
+    EXPECT_EQ(sa.failures.size(), 2u);
+    EXPECT_EQ(b->stats().restarted_peers, 1u);
+}
+
+// A restart a peer did not ask for (a new process at an address: no flag_new_conn) keeps our
+// sender id. A first version gave every restart's peer a fresh id: here b2, which had heard a's
+// id first (a late ACK of a's to the process before it), then took a's fresh id for a restart
+// of its own, answered with a fresh id too, and the two ends restarted each other on every
+// exchange.
+TEST(UdTransport, RestartsDoNotEchoBetweenTwoEnds) {
+    Link l;
+    Sink sa, sb, sb2;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa);
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
+    const auto to_b = a->peer(b->address());
+    deliver_one(*a, to_b, *b, sb, 1, 1);
+    deliver_one(*b, b->peer(a->address()), *a, sa, 2, 2);
+    b.reset();
+    l.q[0].clear();
+    l.q[1].clear();
+    auto b2 = make(std::make_unique<LinkQp>(l, 1), sb2);
+    Header ack{PktType::ack, 0, 0, a->sender_id(), 0, 1, 0};   // a's, meant for b
+    std::vector<uint8_t> bytes(header_size);
+    encode(ack, bytes.data());
+    l.q[1].push_back({a->address(), bytes});
+    b2->progress();
+    const auto to_a = b2->peer(a->address());
+    for (uint8_t i = 0; i < 4; ++i) {
+        deliver_one(*b2, to_a, *a, sa, uint8_t(10 + i), i);
+        deliver_one(*a, a->peer(b2->address()), *b2, sb2, uint8_t(20 + i), i);
+    }
+    EXPECT_EQ(a->stats().restarted_peers, 1u);
+    EXPECT_EQ(b2->stats().restarted_peers, 0u);
+    EXPECT_TRUE(sb2.failures.empty());
+    EXPECT_EQ(sa.failures.size(), 1u);   // (reset: b had taken all a sent)
+}
+
 // Anyone may send datagrams from an address with ever new sender ids: each is a restart (the
 // peer before it ends), but only the first few are logged - a flood of them is counted.
 TEST(UdTransport, RestartFloodIsCountedNotLogged) {

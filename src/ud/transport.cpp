@@ -96,14 +96,17 @@ Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload, const 
     auto it = by_addr_.find(addr);
     PeerId id;
     if (it == by_addr_.end()) {
-        id = add_peer(addr, nullptr);
-    } else if (const Peer& old = *peers_[it->second]; old.status != Status::ok && old.remote_id != 0) {
+        id = add_peer(addr, nullptr, false);
+    } else if (const Peer& old = *peers_[it->second];
+               old.status != Status::ok && (old.remote_id != 0 || old.replaced_id != 0)) {
         // A new endpoint to an address we gave up: a new connection, as a new ep of UCX's ud
         // is (the old peer's endpoints stay failed). Whoever answers there now — a new process,
-        // or the same one after a partition healed — hears a new sender id and starts afresh.
-        // Not for an address that never answered: its late packets (its stream from psn 0,
-        // retransmitted) could not be told from a new connection's; it stays failed.
-        id = add_peer(addr, &old);
+        // or the same one after a partition healed — hears a new sender id (flag_new_conn) and
+        // starts afresh. Not for an address that never answered (nor replaced one that did): its
+        // late packets (its stream from psn 0, retransmitted) could not be told from a new
+        // connection's; it stays failed.
+        id = add_peer(addr, &old, true);
+        peers_[id]->new_conn = true;
     } else {
         id = it->second;
     }
@@ -126,15 +129,19 @@ Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload, const 
     return id;
 }
 
-Transport::PeerId Transport::add_peer(const UdAddr& addr, const Peer* replaces) {
+Transport::PeerId Transport::add_peer(const UdAddr& addr, const Peer* replaces, bool fresh_id) {
     const PeerId id = PeerId(peers_.size());
     auto p = std::make_unique<Peer>();
     p->addr = addr;
     p->frag = frag_;
     p->local_id = cfg_.sender_id;
     if (replaces) {
-        p->replaced_id = replaces->remote_id;
-        while (p->local_id == cfg_.sender_id || p->local_id == 0 || p->local_id == replaces->local_id) {
+        // (A replacement that never heard its peer passes on the id it filtered: a retry of a
+        // new endpoint while the network is still cut.)
+        p->replaced_id = replaces->remote_id != 0 ? replaces->remote_id : replaces->replaced_id;
+        p->local_id = replaces->local_id;
+        while (fresh_id && (p->local_id == cfg_.sender_id || p->local_id == 0 ||
+                            p->local_id == replaces->local_id)) {
             p->local_id = uint32_t(id_rng_());
         }
     }
@@ -195,7 +202,8 @@ Status Transport::put(const Peer& p, const iovec* iov, size_t iovcnt) {
 bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     Header h;
     h.type = pkt.type;
-    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0) | (p.rx && p.rx->nak() ? flag_nak : 0));
+    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0) | (p.rx && p.rx->nak() ? flag_nak : 0) |
+                      (p.new_conn ? flag_new_conn : 0));
     h.am_id = pkt.am_id;
     h.sender_id = p.local_id;
     h.psn = pkt.psn;
@@ -221,7 +229,7 @@ bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
 void Transport::send_ack(Peer& p, uint8_t flags) {
     Header h;
     h.type = PktType::ack;
-    h.flags = flags;
+    h.flags = uint8_t(flags | (p.new_conn ? flag_new_conn : 0));
     h.sender_id = p.local_id;
     Receiver& r = rx(p);   // (a busy ACK may be the first word to a peer)
     if (r.nak() && !(flags & flag_busy)) h.flags |= flag_nak;   // (busy: it takes nothing now)
@@ -352,7 +360,7 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
             }
             ++passive_peers_;
         }
-        last_peer_ = it != by_addr_.end() ? it->second : add_peer(d.src, nullptr);
+        last_peer_ = it != by_addr_.end() ? it->second : add_peer(d.src, nullptr, false);
         last_src_ = d.src;
         have_last_src_ = true;
     }
@@ -385,7 +393,7 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
         // The address is the new process's now: a new peer (the old id stays failed for its
         // endpoints) takes this datagram as any new source's first.
         ++passive_peers_;
-        add_peer(d.src, &p);
+        add_peer(d.src, &p, (h.flags & flag_new_conn) != 0);
         on_datagram(d, now);   // once: the new peer has no sender id yet
         return;
     }

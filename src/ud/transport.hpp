@@ -160,8 +160,9 @@ private:
         uint32_t remote_id = 0;          // the peer's sender_id, once heard
         uint32_t replaced_id = 0;        // the sender_id of the process it replaced at its address
         // The sender_id in our packets to it: the interface's, or a fresh one when this peer
-        // replaced another at its address (see add_peer).
+        // replaced another at its address on a new endpoint or on a flag_new_conn (add_peer).
         uint32_t local_id = 0;
+        bool new_conn = false;           // made by a new endpoint to a failed address: flag_new_conn
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
         size_t frag = 0;                 // AM bytes per packet to it (peer())
@@ -175,11 +176,10 @@ private:
     };
 
     // A new peer at `addr` (by_addr_ maps the address to it from now on). `replaces` is the
-    // peer it takes the address from, if any: it then speaks with a sender id of its own, so that
-    // the other end — should it be the very process the old peer talked to — takes it for a new
-    // one too (its restart rule) and does not mix the two connections' sequences, and it drops
-    // what comes with the old peer's remote id (late packets of the old connection).
-    PeerId add_peer(const UdAddr& addr, const Peer* replaces);
+    // peer it takes the address from, if any: it drops what comes with that peer's remote id
+    // (late packets of the old connection) and speaks with its id, or with a fresh one if
+    // `fresh_id` (header flag_new_conn).
+    PeerId add_peer(const UdAddr& addr, const Peer* replaces, bool fresh_id);
     Sender& tx(Peer& p);
     Receiver& rx(Peer& p);
     bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
