@@ -165,6 +165,20 @@ void deliver_one(Transport& from, Transport::PeerId to, Transport& other, Sink& 
     EXPECT_EQ(to_sink.msgs.back().first, am);
 }
 
+// Posts a one-byte AM to `to`, whose network is cut, and progresses `a` alone until `sa` holds
+// `failures` failure reports (at most 5 s): the peer timed out.
+void send_until_failed(Transport& a, Transport::PeerId to, Sink& sa, size_t failures) {
+    uint8_t x = 1;
+    iovec iov{&x, 1};
+    ASSERT_EQ(a.send_am(to, 0, &iov, 1), Status::ok);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (sa.failures.size() < failures && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+        a.progress();
+    }
+    ASSERT_EQ(sa.failures.size(), failures);
+    EXPECT_EQ(sa.failures.back(), Status::timeout);
+}
+
 void expect_all(const Sink& s, size_t count) {
     ASSERT_EQ(s.msgs.size(), count);
     for (size_t i = 0; i < count; ++i) {
@@ -446,15 +460,9 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     l.q[0].clear();
     l.q[1].clear();
     l.cut = true;
+    ASSERT_NO_FATAL_FAILURE(send_until_failed(*a, to_b, sa, 1));
     uint8_t x = 1;
     iovec iov{&x, 1};
-    ASSERT_EQ(a->send_am(to_b, 0, &iov, 1), Status::ok);
-    const auto t0 = std::chrono::steady_clock::now();
-    while (sa.failures.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
-        a->progress();
-    }
-    ASSERT_EQ(sa.failures.size(), 1u);
-    EXPECT_EQ(sa.failures[0], Status::timeout);
     l.cut = false;
     l.q[1].clear();
     auto b2 = make(std::make_unique<LinkQp>(l, 1), sb2);
@@ -484,32 +492,34 @@ TEST(UdTransport, NewProcessAtAFailedPeersAddressIsANewPeer) {
     EXPECT_EQ(sa.failures.size(), 1u);
 }
 
+// a (peer timeout 0.3 s) and b over one link: a message each way, all acknowledged.
+struct Talking {
+    Talking() {
+        deliver_one(*a, to_b, *b, sb, 1, 1);
+        deliver_one(*b, to_a, *a, sa, 2, 2);   // b's stream to a: psn 0 taken, 1 next
+        wait_flushed(*a, *b, to_b);
+        wait_flushed(*b, *a, to_a);
+    }
+    Link l;
+    Sink sa, sb;
+    std::unique_ptr<Transport> a = make(std::make_unique<LinkQp>(l, 0), sa, 300'000'000);
+    std::unique_ptr<Transport> b = make(std::make_unique<LinkQp>(l, 1), sb);
+    Transport::PeerId to_b = a->peer(b->address());
+    Transport::PeerId to_a = b->peer(a->address());
+};
+
 // A partition: a gives b up (timeout) while b, alive, keeps its state for a. Once the network
 // is back, a new endpoint of a's to b's address is a new connection, as a new ep of UCX's ud is:
 // b takes a's new sender id for a restart (its old peer for a ends, reset: it owed nothing),
 // messages flow both ways, a late packet of b's old connection is not taken into the new one,
 // and a's old endpoint stays failed. Before, a new endpoint to a failed address failed at once.
 TEST(UdTransport, NewEndpointAfterAPartitionIsANewConnection) {
-    Link l;
-    Sink sa, sb;
-    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 300'000'000);   // 0.3 s
-    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
-    const auto to_b = a->peer(b->address());
-    const auto to_a = b->peer(a->address());
-    deliver_one(*a, to_b, *b, sb, 1, 1);
-    deliver_one(*b, to_a, *a, sa, 2, 2);   // b's stream to a: psn 0 taken, 1 next
-    wait_flushed(*a, *b, to_b);
-    wait_flushed(*b, *a, to_a);
+    Talking t;
+    auto& [l, sa, sb, a, b, to_b, to_a] = t;
     l.cut = true;
+    ASSERT_NO_FATAL_FAILURE(send_until_failed(*a, to_b, sa, 1));
     uint8_t x = 1;
     iovec iov{&x, 1};
-    ASSERT_EQ(a->send_am(to_b, 0, &iov, 1), Status::ok);
-    const auto t0 = std::chrono::steady_clock::now();
-    while (sa.failures.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
-        a->progress();
-    }
-    ASSERT_EQ(sa.failures.size(), 1u);
-    EXPECT_EQ(sa.failures[0], Status::timeout);
     l.cut = false;
     const auto to_b2 = a->peer(b->address());
     ASSERT_NE(to_b2, to_b);
@@ -539,25 +549,12 @@ TEST(UdTransport, NewEndpointAfterAPartitionIsANewConnection) {
 // A new endpoint tried while the network is still cut fails in turn (timeout); one made once it
 // is back works: the retry passes on which id the old connection's late packets carry.
 TEST(UdTransport, NewEndpointRetriedDuringThePartitionWorksOnceItHeals) {
-    Link l;
-    Sink sa, sb;
-    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 300'000'000);   // 0.3 s
-    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
-    const auto to_b = a->peer(b->address());
-    deliver_one(*a, to_b, *b, sb, 1, 1);
-    deliver_one(*b, b->peer(a->address()), *a, sa, 2, 2);
-    wait_flushed(*a, *b, to_b);
+    Talking t;
+    auto& [l, sa, sb, a, b, to_b, to_a] = t;
     l.cut = true;
-    uint8_t x = 1;
-    iovec iov{&x, 1};
     Transport::PeerId tried = to_b;
     for (size_t attempt = 1; attempt <= 2; ++attempt) {   // the old endpoint, then a new one
-        ASSERT_EQ(a->send_am(tried, 0, &iov, 1), Status::ok) << attempt;
-        const auto t0 = std::chrono::steady_clock::now();
-        while (sa.failures.size() < attempt && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
-            a->progress();
-        }
-        ASSERT_EQ(sa.failures.size(), attempt);
+        ASSERT_NO_FATAL_FAILURE(send_until_failed(*a, tried, sa, attempt));
         const auto next = a->peer(b->address());
         ASSERT_NE(next, tried) << "a new endpoint after attempt " << attempt;
         tried = next;
@@ -577,13 +574,9 @@ TEST(UdTransport, NewEndpointRetriedDuringThePartitionWorksOnceItHeals) {
 // of its own, answered with a fresh id too, and the two ends restarted each other on every
 // exchange.
 TEST(UdTransport, RestartsDoNotEchoBetweenTwoEnds) {
-    Link l;
-    Sink sa, sb, sb2;
-    auto a = make(std::make_unique<LinkQp>(l, 0), sa);
-    auto b = make(std::make_unique<LinkQp>(l, 1), sb);
-    const auto to_b = a->peer(b->address());
-    deliver_one(*a, to_b, *b, sb, 1, 1);
-    deliver_one(*b, b->peer(a->address()), *a, sa, 2, 2);
+    Talking t;
+    auto& [l, sa, sb, a, b, to_b, to_a] = t;
+    Sink sb2;
     b.reset();
     l.q[0].clear();
     l.q[1].clear();
@@ -593,9 +586,9 @@ TEST(UdTransport, RestartsDoNotEchoBetweenTwoEnds) {
     encode(ack, bytes.data());
     l.q[1].push_back({a->address(), bytes});
     b2->progress();
-    const auto to_a = b2->peer(a->address());
+    const auto b2_to_a = b2->peer(a->address());
     for (uint8_t i = 0; i < 4; ++i) {
-        deliver_one(*b2, to_a, *a, sa, uint8_t(10 + i), i);
+        deliver_one(*b2, b2_to_a, *a, sa, uint8_t(10 + i), i);
         deliver_one(*a, a->peer(b2->address()), *b2, sb2, uint8_t(20 + i), i);
     }
     EXPECT_EQ(a->stats().restarted_peers, 1u);
