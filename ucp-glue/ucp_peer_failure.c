@@ -12,7 +12,8 @@
  *   -r  reconnect (implies -c): once the survivor has its error and has closed the ep, the victim
  *       is resumed (a partition that heals), and the survivor makes a new ep to the same
  *       address: a message of the largest size each way on it, every byte checked, within
- *       bound_s; the victim answers on a new ep of its own and exits 0.
+ *       bound_s; the victim answers on a new ep of its own and exits 0. (rc_roce: ud_roce
+ *       refuses a new endpoint to an address it gave up, see the README.)
  *   -l  the survivor keeps its worker (and transports) progressing linger_s after the ep close,
  *       e.g. for what the transport frees of the dead peer's state on its own (peer_failure.sh
  *       checks a counter then).

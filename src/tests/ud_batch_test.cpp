@@ -154,6 +154,8 @@ TEST(UdBatch, PlainSendAndFullBatchFlush) {
 
 struct Sink {
     std::vector<std::vector<uint8_t>> msgs;
+    std::vector<Status> failures;
+    size_t msgs_at_failure = 0;   // messages delivered before the first failure report
 };
 
 // busy_outer_lock: handlers are asynchronous but their lock is never free for the thread (UCX's
@@ -166,7 +168,10 @@ std::unique_ptr<Transport> transport(Sink& s, uint64_t idle_takeover_ns, bool bu
     cb.deliver = [&s](Transport::PeerId, uint8_t, const uint8_t* d, size_t n) {
         s.msgs.emplace_back(d, d + n);
     };
-    cb.failed = [](Transport::PeerId, Status) {};
+    cb.failed = [&s](Transport::PeerId, Status why) {
+        if (s.failures.empty()) s.msgs_at_failure = s.msgs.size();
+        s.failures.push_back(why);
+    };
     if (busy_outer_lock) {
         cb.async_ok = [](uint8_t) { return true; };
         cb.outer_lock = [](bool acquire) { return !acquire; };
@@ -301,6 +306,51 @@ TEST(UdBatch, AbsentOwnerKeepsAtMostHoldBudget) {
     }
     EXPECT_EQ(next_a, n);
     EXPECT_EQ(b->stats().deferred_bytes, 0u);
+}
+
+// AMs the background thread acknowledged for an absent owner are the owner's even if their
+// sender fails before the owner is back (here a exits; b's thread, retransmitting b's own AM to
+// it, gives a up after b's 0.3 s peer timeout): a counted them delivered. They used to be
+// dropped on the owner's return, with no error anywhere.
+TEST(UdBatch, AcknowledgedAmsOfAPeerThatFailedStillArrive) {
+    Sink sa, sb;
+    TransportConfig cb;
+    cb.tx.peer_timeout_ns = 300'000'000;
+    cb.tx.max_rto_ns = 50'000'000;
+    auto a = transport(sa, 10'000'000'000ull);
+    auto b = transport(sb, 5'000'000, false, cb);
+    const auto to_b = a->peer(b->address());
+    const auto to_a = b->peer(a->address());
+    uint32_t v = 0;
+    iovec iov{&v, sizeof(v)};
+    ASSERT_EQ(b->send_am(to_a, 1, &iov, 1), Status::ok);
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((sa.msgs.empty() || !b->flushed(to_a)) && std::chrono::steady_clock::now() < end) {
+        a->progress();
+        b->progress();   // the owner's last calls for a while
+    }
+    ASSERT_EQ(sa.msgs.size(), 1u);
+    for (v = 1; v <= 5; ++v) ASSERT_EQ(a->send_am(to_b, 1, &iov, 1), Status::ok);
+    end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!a->flushed(to_b) && std::chrono::steady_clock::now() < end) a->progress();
+    ASSERT_TRUE(a->flushed(to_b)) << "b's thread acknowledged a's AMs";
+    a.reset();
+    ASSERT_EQ(b->send_am(to_a, 1, &iov, 1), Status::ok);   // nobody acknowledges this one
+    end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (b->peer_status(to_a) == Status::ok && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_NE(b->peer_status(to_a), Status::ok) << "b's thread gave a up";
+    EXPECT_TRUE(sb.msgs.empty()) << "delivered without the owner";
+    b->progress();   // the owner is back
+    ASSERT_EQ(sb.msgs.size(), 5u);
+    for (uint32_t i = 0; i < 5; ++i) {
+        std::memcpy(&v, sb.msgs[i].data(), sizeof(v));
+        EXPECT_EQ(v, i + 1);
+    }
+    ASSERT_EQ(sb.failures.size(), 1u);
+    EXPECT_EQ(sb.failures[0], Status::timeout);
+    EXPECT_EQ(sb.msgs_at_failure, 5u) << "the messages before the failure report";
 }
 
 } // namespace

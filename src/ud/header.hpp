@@ -43,14 +43,6 @@ enum : uint8_t {
     // SACK, would wait for its timer on every loss while strangers fill the budget. A receiver
     // that never sets it (an older build) costs only those timeouts.
     flag_nak = 1u << 4,
-    // The sender made this connection to replace one the receiver may still hold (a new endpoint
-    // to an address it had given up: Transport::peer), under a sender id of its own. A receiver
-    // that knew the sender under another id takes it for a restart, and its own new peer then
-    // speaks with a new id too: the sender drops what comes with the old one (late packets of
-    // the old connection, which the sequence numbers could not tell apart). A restart without
-    // this flag keeps our id: re-keying on every restart made two ends re-key each other
-    // without end when each had heard the other's previous id.
-    flag_new_conn = 1u << 5,
 };
 
 inline constexpr uint8_t header_version = 1;

@@ -28,7 +28,6 @@ Transport::Transport(const TransportConfig& cfg, std::unique_ptr<DatagramQp> qp,
     while (cfg_.sender_id == 0) {
         cfg_.sender_id = std::random_device{}();
     }
-    id_rng_.seed(std::random_device{}());
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -95,20 +94,15 @@ Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload, const 
     std::lock_guard lk(mu_);
     auto it = by_addr_.find(addr);
     PeerId id;
-    if (it == by_addr_.end()) {
-        id = add_peer(addr, nullptr, false);
-    } else if (const Peer& old = *peers_[it->second];
-               old.status != Status::ok && (old.remote_id != 0 || old.replaced_id != 0)) {
-        // A new endpoint to an address we gave up: a new connection, as a new ep of UCX's ud
-        // is (the old peer's endpoints stay failed). Whoever answers there now — a new process,
-        // or the same one after a partition healed — hears a new sender id (flag_new_conn) and
-        // starts afresh. Not for an address that never answered (nor replaced one that did): its
-        // late packets (its stream from psn 0, retransmitted) could not be told from a new
-        // connection's; it stays failed.
-        id = add_peer(addr, &old, true);
-        peers_[id]->new_conn = true;
-    } else {
+    if (it != by_addr_.end()) {
         id = it->second;
+    } else {
+        id = PeerId(peers_.size());
+        peers_.push_back(std::make_unique<Peer>());
+        peers_.back()->addr = addr;
+        peers_.back()->frag = frag_;
+        by_addr_.emplace(addr, id);
+        ++stats_.peers;
     }
     // Packets queued before keep their size: the peer's QP took them before it was known.
     Peer& p = *peers_[id];
@@ -126,29 +120,6 @@ Transport::PeerId Transport::peer(const UdAddr& addr, size_t max_payload, const 
                       addr.to_string().c_str(), max_payload, most, cfg_.rx.max_msg, cfg_.tx.queue_len);
         }
     }
-    return id;
-}
-
-Transport::PeerId Transport::add_peer(const UdAddr& addr, const Peer* replaces, bool fresh_id) {
-    const PeerId id = PeerId(peers_.size());
-    auto p = std::make_unique<Peer>();
-    p->addr = addr;
-    p->frag = frag_;
-    p->local_id = cfg_.sender_id;
-    if (replaces) {
-        // (A replacement that never heard its peer passes on the id it filtered: a retry of a
-        // new endpoint while the network is still cut.)
-        p->replaced_id = replaces->remote_id != 0 ? replaces->remote_id : replaces->replaced_id;
-        p->local_id = replaces->local_id;
-        while (fresh_id && (p->local_id == cfg_.sender_id || p->local_id == 0 ||
-                            p->local_id == replaces->local_id)) {
-            p->local_id = uint32_t(id_rng_());
-        }
-    }
-    peers_.push_back(std::move(p));
-    by_addr_.insert_or_assign(addr, id);
-    have_last_src_ = false;   // (on_datagram's one-entry cache of by_addr_)
-    ++stats_.peers;
     return id;
 }
 
@@ -202,10 +173,9 @@ Status Transport::put(const Peer& p, const iovec* iov, size_t iovcnt) {
 bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
     Header h;
     h.type = pkt.type;
-    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0) | (p.rx && p.rx->nak() ? flag_nak : 0) |
-                      (p.new_conn ? flag_new_conn : 0));
+    h.flags = uint8_t(pkt.flags | (ack_req ? flag_ack_req : 0) | (p.rx && p.rx->nak() ? flag_nak : 0));
     h.am_id = pkt.am_id;
-    h.sender_id = p.local_id;
+    h.sender_id = cfg_.sender_id;
     h.psn = pkt.psn;
     h.ack = p.rx ? p.rx->ack() : 0;
     h.sack = p.rx ? p.rx->sack() : 0;
@@ -229,8 +199,8 @@ bool Transport::emit(Peer& p, const Sender::Packet& pkt, bool ack_req) {
 void Transport::send_ack(Peer& p, uint8_t flags) {
     Header h;
     h.type = PktType::ack;
-    h.flags = uint8_t(flags | (p.new_conn ? flag_new_conn : 0));
-    h.sender_id = p.local_id;
+    h.flags = flags;
+    h.sender_id = cfg_.sender_id;
     Receiver& r = rx(p);   // (a busy ACK may be the first word to a peer)
     if (r.nak() && !(flags & flag_busy)) h.flags |= flag_nak;   // (busy: it takes nothing now)
     h.ack = r.ack();
@@ -360,41 +330,44 @@ void Transport::on_datagram(const Datagram& d, uint64_t now) {
             }
             ++passive_peers_;
         }
-        last_peer_ = it != by_addr_.end() ? it->second : add_peer(d.src, nullptr, false);
+        last_peer_ = it != by_addr_.end() ? it->second : peer(d.src);
         last_src_ = d.src;
         have_last_src_ = true;
     }
     const PeerId id = last_peer_;
     Peer& p = *peers_[id];
-    if (h.sender_id == p.replaced_id && p.replaced_id != 0) {
-        return;   // late from the connection this one replaced: it would flip them back and forth
-    }
     // (Before the failed peer's check: a process that starts at the address of one given up
     // must not be ignored for good.)
     if (p.remote_id != h.sender_id && p.remote_id != 0) {
+        if (h.sender_id == p.replaced_id) {
+            return;   // late from the process this one replaced: it would flip them back and forth
+        }
         if (passive_peers_ >= cfg_.max_passive_peers) {
             ++stats_.peers_refused;   // (the new peer would be refused: the old one stays as it is)
             return;
         }
-        // Another process now answers at this address (or the same one on a new connection:
-        // it gave us up and made a new endpoint): what we sent and received belongs to the one
-        // that is gone. If it had acknowledged all we sent, nothing was lost (reset: UCP without
-        // error handling is not aborted for it, as for UCX's ud); else timeout.
+        // Another process now answers at this address: what we sent and received belongs to
+        // the one that is gone. If it had acknowledged all we sent, nothing was lost (reset:
+        // UCP without error handling is not aborted for it, as for UCX's ud); else timeout.
         ++stats_.restarted_peers;
         const bool quiet = restarts_logged_ >= logged_restarts;
         if (!quiet && ++restarts_logged_ < logged_restarts) {
-            ROCE_WARN("ud_roce: peer %s restarted or reconnected (id %08x -> %08x)", p.addr.to_string().c_str(),
-                      p.remote_id, h.sender_id);
+            ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x)", p.addr.to_string().c_str(), p.remote_id,
+                      h.sender_id);
         } else if (!quiet) {
-            ROCE_WARN("ud_roce: peer %s restarted or reconnected (id %08x -> %08x); further restarts are "
-                      "counted only (counter restarted_peers)", p.addr.to_string().c_str(), p.remote_id, h.sender_id);
+            ROCE_WARN("ud_roce: peer %s restarted (id %08x -> %08x); further restarts are counted only "
+                      "(counter restarted_peers)", p.addr.to_string().c_str(), p.remote_id, h.sender_id);
         }
         fail(id, p.tx && !p.tx->idle() ? Status::timeout : Status::reset, quiet);   // (no-op if failed)
-        // The address is the new process's now: a new peer (the old id stays failed for its
-        // endpoints) takes this datagram as any new source's first.
-        ++passive_peers_;
-        add_peer(d.src, &p, (h.flags & flag_new_conn) != 0);
+        // The address is the new process's now: forgotten, so that this datagram makes a new
+        // peer as any new source does (the old id stays failed for its endpoints).
+        const uint32_t replaced = p.remote_id;
+        by_addr_.erase(d.src);
+        have_last_src_ = false;
         on_datagram(d, now);   // once: the new peer has no sender id yet
+        if (auto it = by_addr_.find(d.src); it != by_addr_.end()) {
+            peers_[it->second]->replaced_id = replaced;
+        }
         return;
     }
     // A peer given up stays so, also for datagrams from an address that never answered before
@@ -550,14 +523,14 @@ unsigned Transport::progress() {
         notified_ = false;
         uint64_t v;
         (void)!::read(notify_fd_, &v, sizeof(v));
-        // Received by the background thread: older than anything still in the QP.
+        // Received by the background thread: older than anything still in the QP. Also those
+        // of a peer that failed since: we acknowledged them, so its sender counted them
+        // delivered (they come before the failure report, below).
         std::vector<Deferred> d;
         d.swap(deferred_);
         deferred_bytes_ = 0;
         for (Deferred& m : d) {
-            if (peers_[m.peer]->status == Status::ok) {
-                cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
-            }
+            cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
         }
         count += unsigned(d.size());
     }
@@ -645,9 +618,7 @@ void Transport::takeover(bool may_deliver) {
         deferred_.erase(deferred_.begin(), deferred_.begin() + ptrdiff_t(n));
         for (const Deferred& m : now_async) deferred_bytes_ -= deferred_charge(m.data.size());
         for (Deferred& m : now_async) {
-            if (peers_[m.peer]->status == Status::ok) {
-                cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());
-            }
+            cb_.deliver(m.peer, m.am_id, m.data.data(), m.data.size());   // (acknowledged: see progress())
         }
     }
     qp_->flush();   // replies of the handlers above (posts after the owner's last call are held)

@@ -22,7 +22,6 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <functional>
 #include <memory>
@@ -159,10 +158,6 @@ private:
         UdAddr addr;
         uint32_t remote_id = 0;          // the peer's sender_id, once heard
         uint32_t replaced_id = 0;        // the sender_id of the process it replaced at its address
-        // The sender_id in our packets to it: the interface's, or a fresh one when this peer
-        // replaced another at its address on a new endpoint or on a flag_new_conn (add_peer).
-        uint32_t local_id = 0;
-        bool new_conn = false;           // made by a new endpoint to a failed address: flag_new_conn
         Status status = Status::ok;
         bool active = false;             // in active_ (has something to send, ACK or time out)
         size_t frag = 0;                 // AM bytes per packet to it (peer())
@@ -175,11 +170,6 @@ private:
         uint64_t last_busy_ack_ns = 0;   // (at most one busy ACK per millisecond)
     };
 
-    // A new peer at `addr` (by_addr_ maps the address to it from now on). `replaces` is the
-    // peer it takes the address from, if any: it drops what comes with that peer's remote id
-    // (late packets of the old connection) and speaks with its id, or with a fresh one if
-    // `fresh_id` (header flag_new_conn).
-    PeerId add_peer(const UdAddr& addr, const Peer* replaces, bool fresh_id);
     Sender& tx(Peer& p);
     Receiver& rx(Peer& p);
     bool emit(Peer& p, const Sender::Packet& pkt, bool ack_req);
@@ -208,8 +198,6 @@ private:
     uint64_t last_reasm_sweep_ns_ = 0;  // release_stale_reservations()
     void release_stale_reservations(uint64_t now);
     size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)
-    std::mt19937 id_rng_;              // sender ids of peers that replace another (add_peer):
-                                       // one per restart, which anyone can forge - no system call
     bool warned_refused_ = false;
     // Restarts logged so far: each is a line (and its old peer's failure another), and anyone
     // may send datagrams with a new sender id from an address: a flood of them is counted only.
