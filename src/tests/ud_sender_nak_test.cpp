@@ -87,6 +87,29 @@ TEST(UdNak, SenderGoesBackToTheHoleOncePerHole) {
     EXPECT_EQ(s.stats().fast_retransmits, 2u);
 }
 
+// More was in flight than the cut window: the go-back resends what fits, and each ACK that
+// moves makes room for the next of the dropped ones (without it they waited for the timer: the
+// peer drops nothing more, so no further NAK comes).
+TEST(UdNak, TheGoBackGoesOnAsAcksComeIn) {
+    SenderConfig c;
+    c.init_window = 8;
+    Sender s(c);
+    Psns psns;
+    send_packets(s, psns, 8);
+    s.on_ack(2, 0, 1 * ms, Sender::Emit(psns), 0, true);   // 2 lost, 3..7 dropped
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{2, 3, 4, 5})) << "the cut window (4)";
+    psns.sent.clear();
+    s.on_ack(4, 0, 2 * ms, Sender::Emit(psns));   // 2 and 3 came: room for two more
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{6, 7}));
+    psns.sent.clear();
+    s.on_ack(6, 0, 3 * ms, Sender::Emit(psns));   // nothing dropped is left to resend
+    EXPECT_TRUE(psns.sent.empty());
+    s.on_ack(8, 0, 4 * ms, Sender::Emit(psns));
+    EXPECT_TRUE(s.idle());
+    EXPECT_EQ(s.stats().timeouts, 0u);
+    EXPECT_EQ(s.stats().retransmits, 6u);
+}
+
 TEST(UdNak, AHoleTheSackPathResentIsNotResentAgain) {
     Sender s(SenderConfig{});
     Psns psns;

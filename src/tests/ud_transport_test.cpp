@@ -594,7 +594,7 @@ TEST(UdTransport, HostileDatagramsAreCountedNotDelivered) {
 // make a receiver keep memory without bound (peers first heard from, out-of-order payload), and
 // the peer it has an endpoint for still gets every message, in order, over a lossy link, with
 // the strangers' holes holding the whole budget. Its losses are resent on b's NAKs (flag_nak),
-// not on the timer: before, each of them cost a timeout (470 for these 300 messages), and under
+// not on the timer: before, each of them cost a timeout (470 for these 300 messages; 14 now), and under
 // a loaded CI run the stream took longer than its 20 s.
 TEST(UdTransport, StrangersCannotPinMemory) {
     Link l;
@@ -626,7 +626,7 @@ TEST(UdTransport, StrangersCannotPinMemory) {
     stream(*a, *b, sb, 300);
     expect_all(sb, 300);
     EXPECT_GT(b->stats().over_budget, st.over_budget);   // a's packets after its losses: not held
-    EXPECT_LT(a->stats().timeouts, a->stats().fast_retransmits);   // (measured: 33 and 104)
+    EXPECT_LT(a->stats().timeouts, a->stats().fast_retransmits);   // (measured: 14 and 81)
     EXPECT_TRUE(sa.failures.empty());
 }
 

@@ -100,7 +100,8 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
     if (seq_lt(sent_end, ack)) {
         return;   // acknowledges what we never sent: a confused or hostile peer
     }
-    if (seq_lt(una, ack)) {
+    const bool advanced = seq_lt(una, ack);
+    if (advanced) {
         // Cumulative ACK advanced: free, sample RTT (first transmissions only: Karn), grow.
         while (!q_.empty() && seq_lt(q_.front().psn, ack)) {
             Packet& p = q_.front();
@@ -130,6 +131,9 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
         timer_deferred_ = false;
         if (in_recovery_ && !seq_lt(ack, recover_psn_)) {
             in_recovery_ = false;
+        }
+        if (goback_end_ && !seq_lt(ack, *goback_end_)) {
+            goback_end_.reset();
         }
     } else if (ack == una && sack != 0) {
         ++dupacks_;   // (an older ACK, overtaken by a newer one, is no news)
@@ -181,18 +185,35 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
             cut_window(now);
         }
         ++stats_.fast_retransmits;
-        resend_unreported(now, emit, resent_below);
+        const size_t stop = resend_unreported(now, emit, resent_below, n_sent_, std::max<size_t>(1, size_t(cwnd_)));
+        goback_end_ = ack + uint32_t(n_sent_);
+        goback_next_ = ack + uint32_t(stop);
+    } else if (advanced && goback_end_) {
+        continue_goback(now, emit);
     }
     transmit(now, emit);
 }
 
-void Sender::resend_unreported(uint64_t now, const Emit& emit, size_t from) {
-    size_t budget = std::max<size_t>(1, size_t(cwnd_));
-    for (size_t i = from; i < n_sent_ && budget > 0; ++i) {
+size_t Sender::resend_unreported(uint64_t now, const Emit& emit, size_t from, size_t upto, size_t budget) {
+    size_t i = from;
+    for (; i < upto && budget > 0; ++i) {
         if (q_[i].sacked) continue;
         if (!send_one(q_[i], now, emit, true)) break;
         --budget;
     }
+    return i;
+}
+
+void Sender::continue_goback(uint64_t now, const Emit& emit) {
+    const uint32_t una = q_.front().psn;   // (goback_end_ is beyond it: packets are in flight)
+    if (seq_lt(goback_next_, una)) goback_next_ = una;
+    // In flight now: the resent packets the ACK has not covered yet.
+    const size_t resent = goback_next_ - una;
+    const size_t window = size_t(cwnd_);
+    if (resent >= window) return;
+    const size_t upto = std::min<size_t>(n_sent_, *goback_end_ - una);
+    goback_next_ = una + uint32_t(resend_unreported(now, emit, resent, upto, window - resent));
+    if (!seq_lt(goback_next_, *goback_end_)) goback_end_.reset();   // all of them resent
 }
 
 bool Sender::on_timer(uint64_t now, const Emit& emit, bool were_away) {
@@ -241,7 +262,8 @@ bool Sender::on_timer(uint64_t now, const Emit& emit, bool were_away) {
         send_one(q_[0], now, emit, true);
         return true;
     }
-    resend_unreported(now, emit);   // (up to the reduced window)
+    goback_end_.reset();   // (the timer's resend takes over)
+    resend_unreported(now, emit, 0, n_sent_, std::max<size_t>(1, size_t(cwnd_)));   // (up to the reduced window)
     return true;
 }
 

@@ -106,13 +106,16 @@ public:
     std::string describe() const;   // for the failure log: queue, window, timer
     const SenderStats& stats() const { return stats_; }
     // Frees the queue (peer failed).
-    void drop_all() { q_.clear(); n_sent_ = 0; inflight_bytes_ = 0; }
+    void drop_all() { q_.clear(); n_sent_ = 0; inflight_bytes_ = 0; goback_end_.reset(); }
 
 private:
     bool send_one(Packet& p, uint64_t now, const Emit& emit, bool retransmit);
-    // Resends the packets in flight from q_[from] on that the peer has not reported, up to the
-    // window (at least one).
-    void resend_unreported(uint64_t now, const Emit& emit, size_t from = 0);
+    // Resends the packets in flight q_[from, upto) that the peer has not reported, `budget` of
+    // them at most; returns the index after the last one it looked at.
+    size_t resend_unreported(uint64_t now, const Emit& emit, size_t from, size_t upto, size_t budget);
+    // After a NAK's go-back: an ACK moved, so the resent packets it took make room for the next
+    // of those the peer dropped (as TCP NewReno does on a partial ACK).
+    void continue_goback(uint64_t now, const Emit& emit);
     void cut_window(uint64_t now);
     bool window_open() const;
 
@@ -126,6 +129,10 @@ private:
     uint32_t recover_psn_ = 0;       // no new fast retransmit before snd_una passes this
     bool in_recovery_ = false;
     std::optional<uint32_t> nak_answered_;   // the hole last gone back to on a NAK (until ack moves)
+    // A NAK's go-back under way: the packets in flight at the NAK end at goback_end_; those up
+    // to goback_next_ have been resent.
+    std::optional<uint32_t> goback_end_;
+    uint32_t goback_next_ = 0;
     int64_t srtt_ns_ = -1, rttvar_ns_ = 0;
     unsigned backoff_ = 0;
     uint64_t last_progress_ns_ = 0;  // last ACK that advanced, or when the queue became busy
