@@ -110,6 +110,32 @@ TEST(UdNak, TheGoBackGoesOnAsAcksComeIn) {
     EXPECT_EQ(s.stats().retransmits, 6u);
 }
 
+// A resend of the go-back is lost too: the timer resends the cut window's worth from the hole,
+// and the go-back goes on with the ACKs from there — one timeout, not one per window.
+TEST(UdNak, AGoBackResumesAfterATimeout) {
+    SenderConfig c;
+    c.init_window = 8;
+    c.min_rto_ns = 20 * ms;
+    Sender s(c);
+    Psns psns;
+    send_packets(s, psns, 8);
+    s.on_ack(2, 0, 1 * ms, Sender::Emit(psns), 0, true);
+    ASSERT_EQ(psns.sent, (std::vector<uint32_t>{2, 3, 4, 5}));
+    psns.sent.clear();
+    EXPECT_TRUE(s.on_timer(1 * ms + 200 * ms, Sender::Emit(psns)));   // 2's resend lost
+    EXPECT_EQ(s.stats().timeouts, 1u);
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{2, 3})) << "the window cut again (2)";
+    psns.sent.clear();
+    s.on_ack(4, 0, 202 * ms, Sender::Emit(psns));
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{4, 5}));
+    psns.sent.clear();
+    s.on_ack(6, 0, 203 * ms, Sender::Emit(psns));
+    EXPECT_EQ(psns.sent, (std::vector<uint32_t>{6, 7}));
+    s.on_ack(8, 0, 204 * ms, Sender::Emit(psns));
+    EXPECT_TRUE(s.idle());
+    EXPECT_EQ(s.stats().timeouts, 1u);
+}
+
 TEST(UdNak, AHoleTheSackPathResentIsNotResentAgain) {
     Sender s(SenderConfig{});
     Psns psns;

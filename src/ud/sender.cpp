@@ -183,6 +183,10 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
             in_recovery_ = true;
             recover_psn_ = next_psn_;
             cut_window(now);
+        } else if (seq_lt(recover_psn_, next_psn_)) {
+            // (A SACK episode under way: it lasts as long as this go-back, or its end would let
+            // the SACK path resend what the go-back resends.)
+            recover_psn_ = next_psn_;
         }
         ++stats_.fast_retransmits;
         const size_t stop = resend_unreported(now, emit, resent_below, n_sent_, std::max<size_t>(1, size_t(cwnd_)));
@@ -262,8 +266,15 @@ bool Sender::on_timer(uint64_t now, const Emit& emit, bool were_away) {
         send_one(q_[0], now, emit, true);
         return true;
     }
-    goback_end_.reset();   // (the timer's resend takes over)
-    resend_unreported(now, emit, 0, n_sent_, std::max<size_t>(1, size_t(cwnd_)));   // (up to the reduced window)
+    // Resend what the peer has not reported, up to the (reduced) window.
+    const size_t stop = resend_unreported(now, emit, 0, n_sent_, std::max<size_t>(1, size_t(cwnd_)));
+    if (goback_end_) {
+        // A resend of a NAK's go-back was lost: the peer still drops what comes beyond the
+        // hole, so the go-back starts again there and goes on with the ACKs — else each window
+        // of it would cost a timeout (and a window cut) of its own.
+        goback_next_ = q_.front().psn + uint32_t(stop);
+        if (!seq_lt(goback_next_, *goback_end_)) goback_end_.reset();
+    }
     return true;
 }
 
