@@ -594,8 +594,8 @@ TEST(UdTransport, HostileDatagramsAreCountedNotDelivered) {
 // make a receiver keep memory without bound (peers first heard from, out-of-order payload), and
 // the peer it has an endpoint for still gets every message, in order, over a lossy link, with
 // the strangers' holes holding the whole budget. Its losses are resent on b's NAKs (flag_nak),
-// not on the timer: before, each of them cost a timeout (470 for these 300 messages; 14 now), and under
-// a loaded CI run the stream took longer than its 20 s.
+// not on the timer: before, each of them cost a timeout (470 for these 300 messages; 14 now),
+// and under a loaded CI run the stream took longer than its 20 s.
 TEST(UdTransport, StrangersCannotPinMemory) {
     Link l;
     l.drop = 0.05;

@@ -189,7 +189,8 @@ void Sender::on_ack(uint32_t ack, uint32_t sack, uint64_t now, const Emit& emit,
             recover_psn_ = next_psn_;
         }
         ++stats_.fast_retransmits;
-        const size_t stop = resend_unreported(now, emit, resent_below, n_sent_, std::max<size_t>(1, size_t(cwnd_)));
+        const size_t window = std::max<size_t>(1, size_t(cwnd_));
+        const size_t stop = resend_unreported(now, emit, resent_below, n_sent_, window);
         goback_end_ = ack + uint32_t(n_sent_);
         goback_next_ = ack + uint32_t(stop);
     } else if (advanced && goback_end_) {
