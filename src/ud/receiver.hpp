@@ -129,7 +129,7 @@ private:
     uint64_t first_unacked_ns_ = 0;
     bool ack_now_ = false;
     bool nak_ = false;                         // dropped a packet beyond the hole since the last ACK
-    uint32_t nak_end_ = 0;                     // the highest psn dropped so
+    uint32_t nak_end_ = 0;                     // the highest psn dropped since then
     ReceiverStats stats_;
 };
 
