@@ -185,11 +185,26 @@ static ucp_ep_h connect_peer(void)
     return e;
 }
 
-/* -r: one message of the largest size to the other process on `e` (tag `tag`, the sender's
- * pattern) while a receive of its answer (tag `tag_in`) may be posted; completes both within
- * bound_s and checks the answer. send_first: the survivor sends, then receives; the victim
- * receives (its receive posted since setup, *rreq) then sends. */
+/* Closes `e` (flags: UCP_EP_CLOSE_FLAG_FORCE or 0, a flushing close) and waits for it, 10 s at
+ * most; an error status is reported, not a failure (expected on a failed ep). */
+static void close_ep(ucp_ep_h e, unsigned flags, const char *what)
+{
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = flags};
+    void *r = ucp_ep_close_nbx(e, &p);
+    for (double end = now() + 10; UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS;) {
+        if (now() > end) FAIL("%s ep close did not complete within 10 s", what);
+        ucp_worker_progress(worker);
+    }
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+    else if (UCS_PTR_IS_ERR(r))
+        printf("[peer_failure] %s ep close: %s\n", what, ucs_status_string(UCS_PTR_STATUS(r)));
+}
+
+/* -r: the message each way on the new eps, the largest size, the sender's pattern.
+ * recon_buf[1] is what we send, recon_buf[0] what we receive (recon_check checks it). */
 static void *recon_buf[2];
+
+/* Waits for *req (NULL: done already) within bound s; fails on an error. */
 static void recon_wait(void **req, const char *what, double bound)
 {
     for (double end = now() + bound; *req != NULL;) {
@@ -303,7 +318,7 @@ int main(int argc, char **argv)
         recon_check(RECON_TAG);
         ucp_ep_h e2 = connect_peer();
         void *answer = recon_post(1, e2, RECON_TAG + 1);
-        if (UCS_PTR_IS_PTR(answer)) recon_wait(&answer, "the answer", bound);
+        recon_wait(&answer, "the answer", bound);
         /* Progress until the survivor has it all (a rendezvous needs us), then leave. */
         while (recv(sv[1], &c, 1, MSG_DONTWAIT) != 1) ucp_worker_progress(worker);
         _exit(0);
@@ -369,17 +384,8 @@ int main(int argc, char **argv)
     /* Cleanup. Tag receives belong to the worker, not the ep: no ep failure ends them. */
     for (int i = 0; i < WINDOW; ++i)
         if (slots[i].rreq) ucp_request_cancel(worker, slots[i].rreq);
-    ucp_request_param_t close_p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                   .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    void *close_req = ucp_ep_close_nbx(ep, &close_p);
     double tc = now();
-    while (UCS_PTR_IS_PTR(close_req) && ucp_request_check_status(close_req) == UCS_INPROGRESS) {
-        ucp_worker_progress(worker);
-        if (now() - tc > 10) FAIL("forced ep close did not complete within 10 s");
-    }
-    if (UCS_PTR_IS_PTR(close_req)) ucp_request_free(close_req);
-    else if (UCS_PTR_IS_ERR(close_req))   /* expected on a failed ep; not a test failure */
-        printf("[peer_failure] ep close: %s\n", ucs_status_string(UCS_PTR_STATUS(close_req)));
+    close_ep(ep, UCP_EP_CLOSE_FLAG_FORCE, "forced");
     int left = drain(1, 10);
     if (left) FAIL("%d requests still pending 10 s after the forced ep close", left);
     if (reconnect) {   /* the partition heals: a new ep to the same address must work */
@@ -388,16 +394,10 @@ int main(int argc, char **argv)
         ucp_ep_h e2 = connect_peer();
         void *in = recon_post(0, NULL, RECON_TAG + 1);
         void *out = recon_post(1, e2, RECON_TAG);
-        if (UCS_PTR_IS_PTR(out)) recon_wait(&out, "the message to the victim", bound);
-        if (UCS_PTR_IS_PTR(in)) recon_wait(&in, "the victim's answer", bound);
+        recon_wait(&out, "the message to the victim", bound);
+        recon_wait(&in, "the victim's answer", bound);
         recon_check(RECON_TAG + 1);
-        close_p.flags = 0;   /* a live peer (it progresses until told to go): a flushing close */
-        void *r = ucp_ep_close_nbx(e2, &close_p);
-        for (double end = now() + 10; UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS;) {
-            if (now() > end) FAIL("reconnect: ep close did not complete within 10 s");
-            ucp_worker_progress(worker);
-        }
-        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+        close_ep(e2, 0, "reconnect: flushing");   /* a live peer: it progresses until told to go */
         xfer(sv[0], &c, 1, 1);
         waitpid(pid, &wst, 0);
         if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0)
