@@ -137,13 +137,6 @@ private:
         if (faulty) {
             flush_batch();   // in order, ahead of this one
         }
-        // Gather the payload behind the headers' room, then let build() write headers + ICRC.
-        gather_.resize(len);
-        size_t off = 0;
-        for (size_t i = 0; i < iovcnt; ++i) {
-            std::memcpy(gather_.data() + off, iov[i].iov_base, iov[i].iov_len);
-            off += iov[i].iov_len;
-        }
         wire::Packet pkt;
         pkt.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
         pkt.bth.dest_qp = dst.qpn;
@@ -153,7 +146,14 @@ private:
         wire::IpContext ip;
         fill_ip_context(sock_.local(), dst.net, ip);
         uint8_t* buf = faulty ? tx_buf_.data() : slot_buf(batch_n_);   // batch_n_ < tx_batch here
-        const size_t n = wire::build(pkt, gather_, ip, {buf, max_pkt_});
+        // The pieces go straight behind the headers' room (len <= mtu: a slot holds them); a
+        // gather buffer that build() copied again cost a second copy of every payload.
+        uint8_t* at = buf + wire::header_size(pkt.bth.opcode);
+        for (size_t i = 0; i < iovcnt; ++i) {
+            std::memcpy(at, iov[i].iov_base, iov[i].iov_len);
+            at += iov[i].iov_len;
+        }
+        const size_t n = wire::build_in_place(pkt, len, ip, {buf, max_pkt_});
         if (n == 0) {
             return Status::invalid_param;
         }
@@ -426,7 +426,7 @@ private:
     uint32_t qpn_ = 0;
     uint32_t psn_ = 0;
     size_t max_pkt_ = 0;
-    std::vector<uint8_t> tx_buf_, gather_;   // tx_buf_: fault injection's packet
+    std::vector<uint8_t> tx_buf_;   // fault injection's packet
     // send_held's batch: packets built in place, sent by one sendmmsg
     struct Slot {
         size_t len = 0;

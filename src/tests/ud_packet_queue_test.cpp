@@ -1,6 +1,7 @@
 // ud_roce's sender queue (ud/packet_queue.hpp) and when the sender asks for an immediate ACK.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ud/packet_queue.hpp"
@@ -48,6 +49,32 @@ TEST(UdPacketQueue, KeepsAtMostKeepBuffersIdleBuffers) {
     // Every slot comes back with the capacity its last occupant left.
     for (size_t i = 0; i < n; ++i) with_memory += q.push_back().payload.capacity() != 0;
     EXPECT_EQ(with_memory, PacketQueue<P>::keep_buffers);
+}
+
+// Beyond the kept ones, retired buffers go to the shared pool (up to its limit), and another
+// queue's new packets take them from there: a window of 256 packets in flight to one peer
+// allocated and freed a buffer per packet beyond 64 before (glibc trimmed and regrew its heap).
+TEST(UdPacketQueue, BuffersBeyondTheKeptGoToTheSharedPool) {
+    const size_t k = PacketQueue<P>::keep_buffers;
+    BufferPool pool(k + 10);
+    PacketQueue<P> a(&pool), b(&pool);
+    std::vector<const uint8_t*> retired;
+    for (size_t i = 0; i < 3 * k; ++i) a.push_back().payload.assign(1000, 1);
+    for (size_t i = 0; i < 3 * k; ++i) {
+        if (i >= k) retired.push_back(a.front().payload.data());   // the ones a keeps are first
+        a.pop_front();
+    }
+    EXPECT_EQ(pool.idle(), k + 10);   // 2k retired beyond the kept, the limit keeps k + 10
+    size_t reused = 0;
+    for (size_t i = 0; i < k + 20; ++i) {
+        P& p = b.push_back();
+        EXPECT_TRUE(p.payload.empty());
+        if (p.payload.capacity() >= 1000 &&
+            std::find(retired.begin(), retired.end(), p.payload.data()) != retired.end())
+            ++reused;
+    }
+    EXPECT_EQ(reused, k + 10);
+    EXPECT_EQ(pool.idle(), 0u);
 }
 
 struct Sent {

@@ -1,7 +1,6 @@
 #include "ud/sender.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace roce::ud {
 
@@ -18,8 +17,8 @@ void Sender::enqueue(PktType type, uint8_t flags, uint8_t am_id, const iovec* io
     p.tx_count = 0;
     p.sacked = false;
     p.sent_ns = 0;
-    p.payload.resize(len);
-    uint8_t* out = p.payload.data();
+    // Appended, not resized and overwritten: resize() zeroed every byte first.
+    p.payload.reserve(len);
     size_t done = 0;
     for (size_t i = 0; i < iovcnt && done < len; ++i) {
         const auto* base = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -29,7 +28,7 @@ void Sender::enqueue(PktType type, uint8_t flags, uint8_t am_id, const iovec* io
             continue;
         }
         const size_t take = std::min(n - offset, len - done);
-        std::memcpy(out + done, base + offset, take);
+        p.payload.insert(p.payload.end(), base + offset, base + offset + take);
         done += take;
         offset = 0;
     }

@@ -71,7 +71,10 @@ public:
     // false: the device cannot take it now, try again later.
     using Emit = FunctionRef<bool(const Packet&, bool ack_req)>;
 
-    explicit Sender(const SenderConfig& cfg) : cfg_(cfg), cwnd_(cfg.init_window) {
+    // pool: where retired payload buffers wait for the next packets (shared by a transport's
+    // senders under its lock); none: each queue keeps PacketQueue::keep_buffers.
+    explicit Sender(const SenderConfig& cfg, BufferPool* pool = nullptr)
+        : cfg_(cfg), q_(pool), cwnd_(cfg.init_window) {
         if (cfg.delay) delay_.emplace(cfg.delay_params, cfg.mtu);
     }
 

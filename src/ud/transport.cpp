@@ -129,7 +129,7 @@ size_t Transport::packet_payload(PeerId id) const {
 }
 
 Sender& Transport::tx(Peer& p) {
-    if (!p.tx) p.tx = std::make_unique<Sender>(cfg_.tx);
+    if (!p.tx) p.tx = std::make_unique<Sender>(cfg_.tx, &tx_buffers_);
     return *p.tx;
 }
 

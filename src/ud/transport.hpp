@@ -195,6 +195,7 @@ private:
     Callbacks cb_;
     size_t frag_;
     HoldBudget hold_budget_;           // before peers_: their receivers give it back when destroyed
+    BufferPool tx_buffers_{cfg_.tx.queue_len};   // before peers_ too: their senders' queues fill it
     uint64_t last_reasm_sweep_ns_ = 0;  // release_stale_reservations()
     void release_stale_reservations(uint64_t now);
     size_t passive_peers_ = 0;         // peers created by on_datagram (max_passive_peers)

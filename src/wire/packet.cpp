@@ -64,19 +64,27 @@ size_t packet_size(uint8_t op, size_t payload_len) {
 
 size_t build(const Packet& pkt, std::span<const uint8_t> payload, const IpContext& ip,
              std::span<uint8_t> out) {
-    const uint8_t op = pkt.bth.opcode;
-    const size_t total = packet_size(op, payload.size());
+    const size_t total = packet_size(pkt.bth.opcode, payload.size());
     if (total == 0 || total > out.size())
         return 0;
-    const size_t pad = pad_for(payload.size());
+    if (!payload.empty())
+        std::memcpy(out.data() + header_size(pkt.bth.opcode), payload.data(), payload.size());
+    return build_in_place(pkt, payload.size(), ip, out);
+}
+
+size_t header_size(uint8_t op) { return bth_size + opcode_ext_size(op); }
+
+size_t build_in_place(const Packet& pkt, size_t payload_len, const IpContext& ip, std::span<uint8_t> out) {
+    const uint8_t op = pkt.bth.opcode;
+    const size_t total = packet_size(op, payload_len);
+    if (total == 0 || total > out.size())
+        return 0;
+    const size_t pad = pad_for(payload_len);
     Bth bth = pkt.bth;
     bth.pad_count = uint8_t(pad);
     uint8_t* p = out.data();
     encode(bth, p);
-    p = write_ext(opcode_headers(op), pkt, p + bth_size);
-    if (!payload.empty())
-        std::memcpy(p, payload.data(), payload.size());
-    p += payload.size();
+    p = write_ext(opcode_headers(op), pkt, p + bth_size) + payload_len;
     std::memset(p, 0, pad);
     p += pad;
     const uint32_t crc = icrc_compute(ip, std::span<const uint8_t>(out.data(), total));

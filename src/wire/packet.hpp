@@ -73,6 +73,14 @@ size_t build(const Packet& pkt, std::span<const uint8_t> payload, const IpContex
 size_t build_gather(const Packet& pkt, std::span<const uint8_t> payload, const IpContext& ip,
                     std::span<uint8_t> out, size_t& head);
 
+// build() around a payload already in place: the caller wrote its `payload_len` bytes at
+// out[header_size(opcode), ...) (gathering pieces there itself, instead of into a buffer that
+// build() then copies again); writes the headers before and pad + ICRC after. Returns like build().
+size_t build_in_place(const Packet& pkt, size_t payload_len, const IpContext& ip, std::span<uint8_t> out);
+
+// BTH + extension headers of `op`: where build_in_place() expects the payload.
+size_t header_size(uint8_t op);
+
 // Bytes build() writes for `op` with `payload_len` bytes of payload (0 for invalid opcodes).
 size_t packet_size(uint8_t op, size_t payload_len);
 
