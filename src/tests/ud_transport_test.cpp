@@ -30,6 +30,7 @@ struct Link {
     std::mt19937 rng{7};
     double drop = 0, dup = 0, reorder = 0;
     bool cut = false;   // the peer is gone: nothing arrives
+    bool only_to_peer = false;   // datagrams to any other address (strangers) go nowhere
     size_t per_poll = 0;   // at most this many datagrams per poll call (0: no limit)
     uint64_t delivered = 0;
     // Largest datagram that reaches each side (a smaller MTU on its end of the path); larger
@@ -49,7 +50,8 @@ public:
         return a;
     }
     size_t max_payload() const override { return max_payload_; }
-    Status send(const UdAddr&, ClassId, const iovec* iov, size_t n) override {
+    Status send(const UdAddr& to, ClassId, const iovec* iov, size_t n) override {
+        if (l_.only_to_peer && to.qpn != uint32_t(10 + (1 - side_))) return Status::ok;
         std::vector<uint8_t> d;
         for (size_t i = 0; i < n; ++i) {
             auto* b = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -659,6 +661,54 @@ TEST(UdTransport, SilentSendersGiveTheirReassemblyBack) {
     EXPECT_TRUE(sa.failures.empty());
 }
 
+TEST(UdTransport, StrangersRepeatingAFirstFragmentStillGiveItBack) {
+    // As above, but the 16 strangers send their first fragment again every 100 ms (well within
+    // the 0.5 s they may be silent here): a reservation goes back once its AM stopped advancing,
+    // not once its sender stopped sending. Duplicates used to count as a sign of life: the pool
+    // stayed full for as long as they came, and the live peer's multi-packet AMs were refused
+    // until it timed out (found by review).
+    Link l;
+    l.only_to_peer = true;   // b's answers to the strangers go nowhere
+    Sink sa, sb;
+    TransportConfig small;
+    small.tx.max_rto_ns = 50'000'000;
+    TransportConfig ca = small;
+    small.hold_budget = 256 << 10;
+    auto a = make(std::make_unique<LinkQp>(l, 0), sa, 2'000'000'000ull, 200'000, ca);
+    auto b = make(std::make_unique<LinkQp>(l, 1), sb, 2'000'000'000ull, 200'000, small);
+    std::vector<uint8_t> pkt(header_size + 1000, 0xcd);
+    auto strangers = [&] {
+        for (uint32_t s = 0; s < 16; ++s) {
+            encode(Header{PktType::data, flag_first, 1, 0x2000 + s, 0, 0, 0}, pkt.data());
+            l.q[1].push_back({UdAddr{{2, {}, 3000}, 200 + s}, pkt});
+        }
+    };
+    strangers();
+    while (!l.q[1].empty()) b->progress();
+    const Transport::PeerId to_b = a->peer(b->address());
+    size_t next = 0;
+    auto last = std::chrono::steady_clock::now();
+    const auto end = last + std::chrono::seconds(15);
+    while (sb.msgs.size() < 50 && sa.failures.empty() && std::chrono::steady_clock::now() < end) {
+        for (; next < 50; ++next) {
+            std::vector<uint8_t> m = message(next);
+            iovec iov{m.data(), m.size()};
+            const Status st = a->send_am(to_b, uint8_t(next % 32), &iov, 1);
+            if (st == Status::no_resource) break;
+            ASSERT_EQ(st, Status::ok);
+        }
+        if (std::chrono::steady_clock::now() - last > std::chrono::milliseconds(100)) {
+            last = std::chrono::steady_clock::now();
+            strangers();
+        }
+        a->progress();
+        b->progress();
+    }
+    expect_all(sb, 50);
+    EXPECT_EQ(b->stats().reasm_expired, 16u);
+    EXPECT_TRUE(sa.failures.empty());
+}
+
 // The userspace device's UD QPs on loopback: real sockets, real RoCEv2 packets, faults injected.
 std::unique_ptr<DatagramQp> sw_qp(double faults) {
     sw::UdQpConfig c;
@@ -733,6 +783,45 @@ TEST(UdTransportSw, PayloadAboveTheLargestMtuIsDropped) {
     EXPECT_EQ(got, std::vector<size_t>{4096});
     EXPECT_EQ(b->stats().malformed, 1u);
     EXPECT_EQ(b->stats().icrc_errors, 0u);
+}
+
+// A poll reads at most `max` datagrams, junk or not: it counted only those it handed up, so a
+// flood of anyone's datagrams to the port kept one call (and the transport's lock) for as long as
+// it came. 500 junk datagrams queued, then a real one: polls of 16 read 16 each, and the real one
+// comes once the junk before it is read.
+TEST(UdTransportSw, APollReadsAtMostMaxDatagramsOfJunk) {
+    sw::UdQpConfig c;
+    std::unique_ptr<DatagramQp> a, b;
+    ASSERT_EQ(sw::open_ud_qp(c, a), Status::ok);
+    ASSERT_EQ(sw::open_ud_qp(c, b), Status::ok);
+    sw::UdpSocket raw;
+    ASSERT_EQ(raw.open("127.0.0.1", 0, 0, 0), Status::ok);
+    sockaddr_storage ss;
+    const socklen_t sl = sw::to_sockaddr(b->address().net, ss);
+    const uint8_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    size_t queued = 0;
+    for (int i = 0; i < 500; ++i) {
+        const ssize_t n = ::sendto(raw.fd(), junk, sizeof(junk), 0, reinterpret_cast<sockaddr*>(&ss), sl);
+        queued += n == ssize_t(sizeof(junk));
+    }
+    uint8_t byte = 9;
+    iovec io{&byte, 1};
+    ASSERT_EQ(a->send(b->address(), 0, &io, 1), Status::ok);
+    size_t got = 0, polls = 0;
+    uint64_t read_before = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (got == 0 && std::chrono::steady_clock::now() < end) {
+        got += b->poll([&](const Datagram& d) { EXPECT_EQ(d.len, 1u); }, 16);
+        const uint64_t read = b->stats().rx_packets;
+        EXPECT_LE(read - read_before, 16u) << "poll " << polls;
+        read_before = read;
+        ++polls;
+    }
+    EXPECT_EQ(got, 1u);
+    const uint64_t dropped = b->stats().malformed;
+    EXPECT_GT(dropped, 64u);   // (the socket kept that many of the 500 at least)
+    EXPECT_LE(dropped, queued);
+    EXPECT_GE(polls, dropped / 16);
 }
 
 // ud_roce's socket sends at the configured priority (the PCP behind a VLAN's egress-qos-map), read

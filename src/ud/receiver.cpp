@@ -18,7 +18,6 @@ uint32_t Receiver::sack_bits() const {
 
 void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint64_t now,
                        const Deliver& deliver) {
-    last_rx_ns_ = now;
     if (unacked_++ == 0) {
         first_unacked_ns_ = now;
     }
@@ -67,6 +66,10 @@ void Receiver::receive(const Header& h, const uint8_t* payload, size_t len, uint
         }
         refusing_ = false;      // a new AM (or a probe) where the given-up one went on: not ours
     }
+    // In order and taken: the sequence advances. What release_stale() counts from: any packet
+    // would do for a live sender, but a stranger's duplicates (its first fragment sent again
+    // and again) then kept its reservation for good.
+    last_rx_ns_ = now;
     if (ooo_.empty()) {
         consume(h, payload, len, deliver);   // the common case: nothing held
         return;

@@ -86,8 +86,9 @@ public:
     // Forgets what is held out of order and the AM being reassembled, and gives their bytes
     // back (a failed peer).
     void drop_held();
-    // An AM under way whose sender has sent nothing for `idle_ns` (dead mid-message, or a
-    // stranger that sent a first fragment only) gives its reassembly reservation back; true if
+    // An AM under way whose sender's sequence has not advanced for `idle_ns` (dead mid-message,
+    // or a stranger that sent a first fragment only, perhaps again and again: duplicates do not
+    // count) gives its reassembly reservation back; true if
     // it did. Its pool is shared: such leftovers would otherwise refuse every other peer's
     // multi-packet AMs for good. The rest of that AM is then never taken (nor acknowledged):
     // should its sender be alive after all (stopped for that long), it times out and says so,
@@ -122,7 +123,7 @@ private:
     bool reasm_reserved_ = false;              // holds budget_->reasm_limit's share for reasm_
     uint8_t reasm_am_ = 0;
     bool in_msg_ = false;
-    uint64_t last_rx_ns_ = 0;                  // the sender's latest sequenced packet
+    uint64_t last_rx_ns_ = 0;                  // latest packet taken in order (or heard())
     bool discarding_ = false;                  // rest of a malformed AM
     bool refusing_ = false;                    // rest of an AM release_stale gave up
     uint32_t unacked_ = 0;

@@ -135,11 +135,13 @@ Sender& Transport::tx(Peer& p) {
 
 // The reassembly pool is full: AMs under way whose sender fell silent give their share back. A
 // sender mid-AM always has packets unacknowledged and retransmits them at least every max_rto
-// (0.5 s), so one we heard nothing from for a quarter of the peer timeout (7.5 s), and 4 x
-// max_rto at least, is dead or stopped; one that was only stopped gets the rest of its AM
-// refused and times out (Receiver::release_stale): nothing is lost in silence. Well within the
-// peer timeout, so that a sender the full pool keeps waiting (whose first fragments are refused
-// meanwhile) is not given up before the pool is swept. At most one walk over the peers per second.
+// (0.5 s), so one whose sequence has not advanced for a quarter of the peer timeout (7.5 s), and
+// 4 x max_rto at least, is dead or stopped (or a stranger repeating a first fragment: heard,
+// but no live sender's AM stands still that long); one that was only stopped gets the rest of
+// its AM refused and times out (Receiver::release_stale): nothing is lost in silence. Well within
+// the peer timeout, so that a sender the full pool keeps waiting (whose first fragments are
+// refused meanwhile) is not given up before the pool is swept. At most one walk over the peers
+// per second.
 void Transport::release_stale_reservations(uint64_t now) {
     const uint64_t idle = std::max(cfg_.tx.peer_timeout_ns / 4, 4 * cfg_.tx.max_rto_ns);
     if (elapsed_ns(now, last_reasm_sweep_ns_) < std::min<uint64_t>(idle / 4, 1'000'000'000)) {
