@@ -526,6 +526,7 @@ size_t DeviceImpl::recv_locked(Fn&& fn, size_t max, uint64_t now) {
     while (n < max && !rq_.empty()) {
         RecvEntry e = std::move(rq_.front());
         rq_.pop_front();
+        rq_bytes_ -= e.charge;
         if (Qp* qp = find_qp(e.qpn); qp && qp->undelivered)
             --qp->undelivered;
         RecvMessage m{e.qpn, e.data.data(), e.data.size(), e.has_imm, e.imm};

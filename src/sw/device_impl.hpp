@@ -275,8 +275,10 @@ public:
         std::vector<uint8_t> data;
         bool has_imm;
         uint32_t imm;
+        size_t charge;   // what it adds to rq_bytes_ (its capacity when queued)
     };
     std::deque<RecvEntry> rq_;
+    size_t rq_bytes_ = 0;   // rq_'s charges (cfg_.recv_budget)
     std::vector<std::vector<uint8_t>> buf_pool_;
     std::vector<uint8_t> take_buf();
     void give_buf(std::vector<uint8_t>&& b);

@@ -179,7 +179,9 @@ struct Resp {
     }
 
     void deliver(std::vector<uint8_t>&& data, bool has_imm, uint32_t imm) {
-        dev.rq_.push_back(DeviceImpl::RecvEntry{qp.qpn, std::move(data), has_imm, imm});
+        const size_t charge = data.capacity();
+        dev.rq_bytes_ += charge;
+        dev.rq_.push_back(DeviceImpl::RecvEntry{qp.qpn, std::move(data), has_imm, imm, charge});
         ++qp.undelivered;
         ++dev.new_events_;
     }
@@ -197,11 +199,13 @@ struct Resp {
     }
 
     // A message that takes a receive entry (a SEND, a WRITE with immediate: IBTA consumes one
-    // for each) while the owner has RX_QUEUE_LEN messages it has not taken: RNR NAK, and the
-    // requester sends this packet again after the RNR timer. Without it a peer's WRITEs with
-    // immediate (no rkey needed at length 0) queued messages without bound.
+    // for each) while the owner has RX_QUEUE_LEN messages of this QP, or recv_budget bytes of
+    // all, that it has not taken: RNR NAK, and the requester sends this packet again after the
+    // RNR timer. Without the first a peer's WRITEs with immediate (no rkey needed at length 0)
+    // queued messages without bound; without the second, strangers' passive QPs (65,536 of
+    // them, RX_QUEUE_LEN messages each) did while the owner computed (found by review).
     bool receive_queue_full() {
-        if (qp.undelivered < dev.cfg_.recv_queue_len)
+        if (qp.undelivered < dev.cfg_.recv_queue_len && dev.rq_bytes_ < dev.cfg_.recv_budget)
             return false;
         if (dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn)) {
             dev.st_.rnr_naks++;

@@ -100,6 +100,10 @@ TEST(SwDelayedAck, BackgroundThreadSendsTheDelayedAck) {
     Pair p;
     DeviceConfig c = cfg_delay(1000);   // 1 ms
     c.idle_takeover_us = 200;
+    // The timer 50 x the delay, not 4 x: with 4 ms a thread descheduled for 3 ms (a CI run
+    // beside on the 2 cores: 1 of 4 runs) retransmitted. A thread that never sends the ACK
+    // still makes it retransmit, at 50 ms, within the 100 ms below.
+    c.retransmit_timeout_us = 50000;
     ASSERT_TRUE(p.open(c, c));
     ASSERT_TRUE(send8(p.a, p.qa, wr_id_lazy | 7, 1));
     p.a.drive_progress = false;
