@@ -102,9 +102,9 @@ struct DeviceConfig {
     uint32_t ack_delay_limit_us() const;
     uint32_t max_recv_msg = 65536;     // largest SEND message the responder reassembles
     uint32_t recv_queue_len = 1024;    // undelivered messages before the responder sends RNR NAK
-    // Bytes (buffer capacity) of messages the owner has not taken, all QPs together, before every
-    // QP answers RNR NAK: RX_QUEUE_LEN bounds each QP, and strangers can make up to 65,536
-    // passive QPs while the owner computes and the progress thread receives.
+    // Bytes of messages the owner has not taken, all QPs together, before every QP answers
+    // RNR NAK: RX_QUEUE_LEN bounds each QP, and strangers can make up to 65,536 passive QPs
+    // while the owner computes and the progress thread receives.
     size_t recv_budget = size_t(64) << 20;
     uint8_t traffic_class = 0;         // whole IP TOS / IPv6 traffic class byte
     // Traffic class negotiation (gid/traffic_class.hpp): how strongly this side holds

@@ -275,7 +275,7 @@ public:
         std::vector<uint8_t> data;
         bool has_imm;
         uint32_t imm;
-        size_t charge;   // what it adds to rq_bytes_ (its capacity when queued)
+        size_t charge;   // what it adds to rq_bytes_ (its bytes and this entry's)
     };
     std::deque<RecvEntry> rq_;
     size_t rq_bytes_ = 0;   // rq_'s charges (cfg_.recv_budget)

@@ -179,7 +179,10 @@ struct Resp {
     }
 
     void deliver(std::vector<uint8_t>&& data, bool has_imm, uint32_t imm) {
-        const size_t charge = data.capacity();
+        // Its bytes, not its buffer's capacity: a pooled buffer that once held a large message
+        // would count a small one as that large (incasts of small messages while the owner
+        // computes would meet RNR NAKs long before any memory is at stake).
+        const size_t charge = data.size() + sizeof(DeviceImpl::RecvEntry);
         dev.rq_bytes_ += charge;
         dev.rq_.push_back(DeviceImpl::RecvEntry{qp.qpn, std::move(data), has_imm, imm, charge});
         ++qp.undelivered;
