@@ -365,8 +365,16 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
     }
     case cm::MsgType::alive: {
         Qp* qp = find_qp(m.dst_qpn);
-        if (qp && qp->passive && qp->peer == src && qp->dest_qpn == m.src_qpn && qp->conn_id == m.conn_id)
+        if (qp && qp->passive && qp->peer == src && qp->dest_qpn == m.src_qpn &&
+            qp->conn_id == m.conn_id) {
             qp->alive_ns = now_ns();
+            // The answer ends the PROBE episode: left open, a timer checked later than the
+            // PROBE's deadline plus jitter found the answer older than passive_idle (when the two
+            // are close: PASSIVE_PROBE of a second or less) and freed the QP for an unanswered
+            // PROBE it had sent long before (found by SwCmProbe.ADeviceThatWasAwayAsksAgainFirst
+            // under load).
+            qp->probe_deadline_ns = 0;
+        }
         return;
     }
     case cm::MsgType::drep:

@@ -155,17 +155,20 @@ TEST(SwCmProbe, AFailedPassiveQpIsFreedUnasked) {
 // A device that was away itself (no progress thread, its owner computing) past the reap time
 // while a PROBE was out asks once more before it frees anything: the peer, away as well, could
 // not have answered. Here the peer answers as soon as both run again.
+// (The peer has one PROBE interval, 400 ms, to answer the second PROBE: with 50 ms the test
+// failed under ASan beside the rest of a CI run, and 2 of 10 runs beside 3 busy loops, the one
+// thread that drives both devices descheduled that long between b's PROBE and a's progress.)
 TEST(SwCmProbe, ADeviceThatWasAwayAsksAgainFirst) {
-    DeviceConfig ca, cb = probing(50, 100);
+    DeviceConfig ca, cb = probing(400, 800);
     ca.progress_thread = cb.progress_thread = false;
     Pair p;
     ASSERT_TRUE(p.open(ca, cb));
     p.a.drive_progress = false;
     ASSERT_TRUE(run_until({&p.b}, [&] { return p.b.dev->stats().cm_probes == 1; }, 5));
     p.b.drive_progress = false;   // both away, one PROBE unanswered, for longer than the reap time
-    usleep(400'000);
+    usleep(2'000'000);
     p.a.drive_progress = p.b.drive_progress = true;
-    run_until({&p.b, &p.a}, [] { return false; }, 0.5);   // b first: it sees its timers before any answer
+    run_until({&p.b, &p.a}, [] { return false; }, 1.5);   // b first: its timers before any answer
     EXPECT_EQ(p.b.dev->qp_state(p.qb), QpState::rts);
     EXPECT_EQ(p.b.dev->stats().cm_reaped, 0u);
     EXPECT_GE(p.b.dev->stats().cm_probes, 2u);
