@@ -501,24 +501,6 @@ size_t DeviceImpl::poll_completions(Completion* out, size_t max) {
     return n;
 }
 
-std::vector<uint8_t> DeviceImpl::take_buf() {
-    if (buf_pool_.empty())
-        return {};
-    std::vector<uint8_t> b = std::move(buf_pool_.back());
-    buf_pool_.pop_back();
-    b.clear();
-    return b;
-}
-
-void DeviceImpl::give_buf(std::vector<uint8_t>&& b) {
-    // Bounded: at most 64 buffers, each up to one whole SEND message (capped at 1 MiB). A
-    // stream of large messages must reuse its buffers: a fresh allocation per message costs
-    // mmap/munmap (or brk) and a page fault per 4 KiB, which UCX's memory hooks make dearer still
-    // (measured: 200 MB/s instead of >1 GB/s for 64 KiB active messages).
-    if (buf_pool_.size() < 64 && b.capacity() <= pooled_buf_max())
-        buf_pool_.push_back(std::move(b));
-}
-
 // fn: poll_recv's std::function or progress_round's sink.
 template <typename Fn>
 size_t DeviceImpl::recv_locked(Fn&& fn, size_t max, uint64_t now) {

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/buffer_pool.hpp"
 #include "common/clock.hpp"
 #include "common/owner_watch.hpp"
 #include "common/recursive_lock.hpp"
@@ -279,9 +280,11 @@ public:
     };
     std::deque<RecvEntry> rq_;
     size_t rq_bytes_ = 0;   // rq_'s charges (cfg_.recv_budget)
-    std::vector<std::vector<uint8_t>> buf_pool_;
-    std::vector<uint8_t> take_buf();
-    void give_buf(std::vector<uint8_t>&& b);
+    // Message buffers (SEND reassembly, received and bcopy'd messages): a stream of large
+    // messages reuses its buffers. At most 64, each up to one whole SEND message.
+    BufferPool buf_pool_{64, pooled_buf_max()};
+    std::vector<uint8_t> take_buf() { return buf_pool_.take(); }
+    void give_buf(std::vector<uint8_t>&& b) { buf_pool_.give(std::move(b)); }
     unsigned new_events_ = 0;
     uint64_t last_timer_ns_ = 0;   // last run_timers(); longer gaps (we were not running) freeze timers
     std::atomic<uint64_t> next_timer_ns_{0};   // earliest armed deadline after run_timers (0 = none)

@@ -77,6 +77,23 @@ TEST(UdPacketQueue, BuffersBeyondTheKeptGoToTheSharedPool) {
     EXPECT_EQ(pool.idle(), 0u);
 }
 
+// The rc device's message pool caps what it keeps by size too: a one-off huge message must not
+// pin its buffer, and neither may buffers beyond the count.
+TEST(BufferPool, KeepsAtMostMaxIdleBuffersOfAtMostMaxCapacity) {
+    BufferPool pool(2, 4096);
+    std::vector<uint8_t> big(8192), none;
+    pool.give(std::move(big));
+    pool.give(std::move(none));
+    EXPECT_EQ(pool.idle(), 0u);
+    for (int i = 0; i < 3; ++i) pool.give(std::vector<uint8_t>(100 + i, 7));
+    EXPECT_EQ(pool.idle(), 2u);
+    std::vector<uint8_t> b = pool.take();
+    EXPECT_TRUE(b.empty());
+    EXPECT_GE(b.capacity(), 100u);
+    pool.take();
+    EXPECT_EQ(pool.take().capacity(), 0u);   // empty pool: a buffer without memory
+}
+
 struct Sent {
     std::vector<bool> ack_req;
     bool operator()(const Sender::Packet&, bool req) { ack_req.push_back(req); return true; }

@@ -17,32 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer_pool.hpp"
+
 namespace roce::ud {
 
-// Idle payload buffers for any peer's queue; the transport's lock guards it. Keeps at most
-// `max_idle` (the transport's TX_QUEUE_LEN: one full queue's worth, however many peers there are).
-class BufferPool {
-public:
-    explicit BufferPool(size_t max_idle) : max_idle_(max_idle) {}
-    // An empty buffer with capacity, if one is idle; else an empty one without.
-    std::vector<uint8_t> take() {
-        if (idle_.empty()) return {};
-        std::vector<uint8_t> b = std::move(idle_.back());
-        idle_.pop_back();
-        b.clear();
-        return b;
-    }
-    void give(std::vector<uint8_t>&& b) {
-        if (b.capacity() == 0) return;
-        if (idle_.size() < max_idle_) idle_.push_back(std::move(b));
-        else std::vector<uint8_t>().swap(b);
-    }
-    size_t idle() const { return idle_.size(); }
-
-private:
-    size_t max_idle_;
-    std::vector<std::vector<uint8_t>> idle_;
-};
+// The pool a transport's queues share (src/common/buffer_pool.hpp), guarded by the transport's
+// lock; it keeps at most TX_QUEUE_LEN buffers (one full queue's worth, however many peers).
+using roce::BufferPool;
 
 template <typename Packet>
 class PacketQueue {
