@@ -47,6 +47,7 @@ void DeviceImpl::qp_fail(Qp& qp, Status st) {
     qp.rd_outstanding = 0;
     qp.timer_deadline_ns = 0;
     qp.in_op = Qp::InOp::none;
+    release_rbuf(qp);
 }
 
 namespace {

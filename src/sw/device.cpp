@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include <utility>
 
 #include "common/log.hpp"
 #include "common/roce_mtu.hpp"
@@ -499,6 +500,17 @@ size_t DeviceImpl::poll_completions(Completion* out, size_t max) {
         cq_.pop_front();
     }
     return n;
+}
+
+void DeviceImpl::charge_rbuf(Qp& qp) {
+    rq_bytes_ += qp.rbuf.capacity() - qp.rbuf_charge;
+    qp.rbuf_charge = qp.rbuf.capacity();
+}
+
+void DeviceImpl::release_rbuf(Qp& qp) {
+    rq_bytes_ -= qp.rbuf_charge;
+    qp.rbuf_charge = 0;
+    give_buf(std::exchange(qp.rbuf, {}));
 }
 
 // fn: poll_recv's std::function or progress_round's sink.

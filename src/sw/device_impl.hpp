@@ -279,7 +279,11 @@ public:
         size_t charge;   // what it adds to rq_bytes_ (its bytes and this entry's)
     };
     std::deque<RecvEntry> rq_;
-    size_t rq_bytes_ = 0;   // rq_'s charges (cfg_.recv_budget)
+    // rq_'s charges and the capacity of SEND reassembly buffers (cfg_.recv_budget): a SEND
+    // FIRST reserves a whole message's buffer, and strangers can open 65,536 passive QPs.
+    size_t rq_bytes_ = 0;
+    void charge_rbuf(Qp& qp);    // after qp.rbuf took or grew its memory
+    void release_rbuf(Qp& qp);   // drops a reassembly (back to the pool, its charge with it)
     // Message buffers (SEND reassembly, received and bcopy'd messages): a stream of large
     // messages reuses its buffers. At most 64, each up to one whole SEND message.
     BufferPool buf_pool_{64, pooled_buf_max()};

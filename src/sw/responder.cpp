@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "common/log.hpp"
 #include "sw/device_impl.hpp"
@@ -174,8 +175,11 @@ struct Resp {
     void nak(wire::NakCode code) {
         if (dev.send_ack(qp, wire::aeth_nak_syndrome(code), qp.epsn))
             qp.nak_sent = true;   // (one per gap: a dropped one may be sent for the next packet)
-        if (code != wire::nak_psn_seq_error)
+        if (code != wire::nak_psn_seq_error) {
+            if (qp.in_op == Qp::InOp::send)
+                dev.release_rbuf(qp);
             qp.in_op = Qp::InOp::none;
+        }
     }
 
     void deliver(std::vector<uint8_t>&& data, bool has_imm, uint32_t imm) {
@@ -379,6 +383,7 @@ struct Resp {
             b.assign(pkt.payload.begin(), pkt.payload.end());
             if (op == Opcode::rc_send_first) {
                 qp.rbuf = std::move(b);
+                dev.charge_rbuf(qp);
                 qp.in_op = Qp::InOp::send;
             } else {
                 ++qp.msn;
@@ -392,17 +397,15 @@ struct Resp {
             const bool last = op != Opcode::rc_send_middle;
             if (qp.in_op != Qp::InOp::send || (!last && n != mtu) || (last && (n == 0 || n > mtu)))
                 return nak(wire::nak_invalid_request);
-            if (qp.rbuf.size() + n > cfg.max_recv_msg) {
-                dev.give_buf(std::move(qp.rbuf));
-                qp.rbuf = {};
-                return nak(wire::nak_invalid_request);
-            }
+            if (qp.rbuf.size() + n > cfg.max_recv_msg)
+                return nak(wire::nak_invalid_request);   // (drops the reassembly)
             qp.rbuf.insert(qp.rbuf.end(), pkt.payload.begin(), pkt.payload.end());
+            dev.charge_rbuf(qp);   // (grown only when MAX_RECV_MSG exceeds the pooled size)
             if (last) {
                 qp.in_op = Qp::InOp::none;
                 ++qp.msn;
-                deliver(std::move(qp.rbuf), op == Opcode::rc_send_last_imm, pkt.imm);
-                qp.rbuf = {};
+                dev.rq_bytes_ -= std::exchange(qp.rbuf_charge, 0);   // deliver charges its bytes
+                deliver(std::exchange(qp.rbuf, {}), op == Opcode::rc_send_last_imm, pkt.imm);
             }
             return accepted(pkt);
         }

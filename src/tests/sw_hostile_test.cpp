@@ -274,3 +274,67 @@ TEST(SwHostile, ConnectionRequestFloodIsBounded) {
     EXPECT_EQ(a.dev->stats().timeouts, 0u);
     EXPECT_EQ(b.dev->stats().cm_refused, 4u);
 }
+
+// A SEND FIRST reserves a whole message's buffer until its LAST comes: strangers that open
+// passive QPs and start SENDs they never finish must meet recv_budget (then RNR NAKs), not hold
+// a buffer per QP beyond it (65,536 QPs x MAX_RECV_MSG). Finishing one gives its room back.
+TEST(SwHostile, UnfinishedSendsCountAgainstTheReceiveBudget) {
+    Host b;
+    DeviceConfig cfg;
+    cfg.max_recv_msg = 65536;
+    // Room for two reassemblies (each reserves the pooled size, 64 KiB + 64), not three.
+    const size_t reserve = 65536 + 64;
+    cfg.recv_budget = 2 * reserve;   // (a SEND is refused once the charges reach the budget)
+    ASSERT_EQ(b.open(cfg), Status::ok);
+    Attacker at(b.dev->address());
+    const wire::Packet ud = cm_datagram();
+    uint8_t msg[cm::msg_size];
+    struct Conn { uint32_t qpn, mtu; };
+    auto connect = [&](uint32_t conn) {
+        cm::Msg req;
+        req.type = cm::MsgType::req;
+        req.conn_id = conn;
+        req.src_qpn = 0x1000 + conn;
+        req.start_psn = 100;
+        req.mtu = 1024;
+        cm::encode(req, msg);
+        at.send(at.build(ud, msg));
+        const auto r = at.recv(b);
+        wire::Packet rp;
+        cm::Msg rep;
+        EXPECT_FALSE(r.empty());
+        if (r.empty() || wire::parse(r, wire::IpContext{}, false, rp) != wire::ParseError::none ||
+            !cm::decode(rp.payload, rep) || rep.type != cm::MsgType::rep)
+            ADD_FAILURE() << "no REP for " << conn;
+        return Conn{rep.src_qpn, rep.mtu};
+    };
+    // Sends one packet asking for an ACK; returns the answer's AETH syndrome (0 if none).
+    auto send = [&](const Conn& c, wire::Opcode op, uint32_t psn) -> uint8_t {
+        wire::Packet p;
+        p.bth.opcode = uint8_t(op);
+        p.bth.dest_qp = c.qpn;
+        p.bth.psn = psn;
+        p.bth.ack_req = true;
+        std::vector<uint8_t> pay(c.mtu, uint8_t(psn));
+        at.send(at.build(p, pay));
+        const auto r = at.recv(b);
+        wire::Packet a;
+        if (r.empty() || wire::parse(r, wire::IpContext{}, false, a) != wire::ParseError::none)
+            return 0;
+        EXPECT_EQ(a.bth.opcode, uint8_t(wire::Opcode::rc_ack));
+        EXPECT_EQ(a.bth.psn, psn);
+        return a.aeth.syndrome;
+    };
+    const Conn c1 = connect(1), c2 = connect(2), c3 = connect(3);
+    ASSERT_EQ(c1.mtu, 1024u);
+    EXPECT_EQ(send(c1, wire::Opcode::rc_send_first, 100), wire::aeth_ack_syndrome);
+    EXPECT_EQ(send(c2, wire::Opcode::rc_send_first, 100), wire::aeth_ack_syndrome);
+    const uint8_t third = send(c3, wire::Opcode::rc_send_first, 100);
+    EXPECT_EQ(wire::aeth_kind(third), wire::AethKind::rnr_nak) << "syndrome 0x" << std::hex << int(third);
+    EXPECT_GE(b.dev->stats().rnr_naks, 1u);
+    // c1's message completes and the owner takes it: its reservation is given back.
+    EXPECT_EQ(send(c1, wire::Opcode::rc_send_last, 101), wire::aeth_ack_syndrome);
+    ASSERT_TRUE(run_until({&b}, [&] { return b.msgs.size() == 1; }, 2));
+    EXPECT_EQ(b.msgs[0].data.size(), 2 * size_t(c1.mtu));
+    EXPECT_EQ(send(c3, wire::Opcode::rc_send_first, 100), wire::aeth_ack_syndrome);
+}
