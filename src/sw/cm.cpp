@@ -191,10 +191,9 @@ void DeviceImpl::cm_timers(uint64_t now) {
 }
 
 // When the passive QP's timer is due: passive_idle_ms (and its jitter) after the peer was last
-// heard, then at the PROBE's retransmission deadline. 0: never (probes off, or a peer that does
-// not answer them and a QP that did not fail).
+// heard, then at the PROBE's retransmission deadline. 0: never (probes off).
 uint64_t DeviceImpl::passive_timer(const Qp& qp) const {
-    if (!cfg_.passive_idle_ms || (!qp.peer_answers_probe && qp.state == QpState::rts))
+    if (!cfg_.passive_idle_ms)
         return 0;
     return qp.probe_deadline_ns ? qp.probe_deadline_ns
                                 : std::max(qp.last_heard_ns, qp.alive_ns) + passive_idle_ns() + qp.probe_jitter_ns;
@@ -278,7 +277,6 @@ void DeviceImpl::cm_packet(const wire::Packet& pkt, const WireAddr& src) {
             qp->ack_psn = wire::psn_add(m.start_psn, wire::psn_mask);
             qp->state = QpState::rts;
             qp->last_heard_ns = now_ns();
-            qp->peer_answers_probe = m.answers_probe;
             qp->probe_jitter_ns = random32() % (passive_idle_ns() / 8 + 1);
             cm_take_tc(*qp, m);
             passive_[key] = qp->qpn;

@@ -26,8 +26,10 @@
 // connecting), else a DREQ on behalf of the QP it no longer has (destroyed after a failure, which
 // sends no DREQ, or never existed: a forged REQ), which frees the passive QP. No answer for
 // passive_reap_ms after the first PROBE (the process was killed, its host is gone, the REQ came
-// from a socket that only pretended) frees it too, silently: nothing else ever would. Only peers
-// whose REQ said they answer PROBE are asked (older versions drop it as malformed).
+// from a socket that only pretended) frees it too, silently: nothing else ever would. Every
+// peer is asked, also one whose REQ lacks the "answers PROBE" flag: builds before PROBE existed
+// (2026-12-07) drop it as malformed and lose a connection silent that long, but sparing them let
+// forged flag-less REQs keep their QPs for good (65,536 of them shut a listener until it closed).
 #pragma once
 
 #include <array>

@@ -135,7 +135,6 @@ struct Qp {
     uint64_t cm_timeout_ns = 0;
     uint32_t cm_retries = 0;
     // CM (passive side): PROBEs to a silent peer (cm.hpp)
-    bool peer_answers_probe = false; // its REQ said so
     uint64_t alive_ns = 0;           // the peer's device last answered ALIVE
     uint64_t probe_jitter_ns = 0;    // added to passive_idle_ms: QPs do not all ask at once
     uint64_t probe_deadline_ns = 0;  // next PROBE; 0: none sent since the peer was last heard

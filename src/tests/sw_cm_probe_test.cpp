@@ -51,34 +51,43 @@ uint32_t fake_connect(Attacker& at, Host& b, uint64_t conn_id, uint32_t src_qpn,
 
 // A REQ from a socket that then closes (a killed process, or a forged request): the passive QP
 // is probed, nobody answers, and it is freed passive_reap_ms after the first PROBE, not before.
-// A peer whose REQ did not say it answers PROBE (an older version) is never asked nor freed so.
+// A REQ without the "answers PROBE" flag (a forgery, or a build before PROBE) is asked and freed
+// the same way: until the night of 2026-12-07 such QPs were never asked, and forged flag-less
+// REQs could fill max_passive_qps for good.
 TEST(SwCmProbe, QpOfAPeerThatIsGoneIsFreed) {
     Host b;
     ASSERT_EQ(b.open(probing(50, 300)), Status::ok);
-    uint32_t qpn = 0, old_peers = 0;
+    uint32_t qpn = 0, flagless = 0;
     const auto start = std::chrono::steady_clock::now();
     {
         Attacker at(b.dev->address());
         qpn = fake_connect(at, b, 0x5eed, 0x4321, true);
-        old_peers = fake_connect(at, b, 0x01d, 0x4322, false);
+        flagless = fake_connect(at, b, 0x01d, 0x4322, false);
         ASSERT_NE(qpn, 0u);
-        ASSERT_NE(old_peers, 0u);
+        ASSERT_NE(flagless, 0u);
         // Silent for passive_idle_ms: the device asks, naming both QPs and the connection.
-        const auto probe = cm_answer(at, b);
-        ASSERT_TRUE(probe);
-        EXPECT_EQ(probe->type, cm::MsgType::probe);
-        EXPECT_EQ(probe->conn_id, 0x5eedu);
-        EXPECT_EQ(probe->src_qpn, qpn);
-        EXPECT_EQ(probe->dst_qpn, 0x4321u);
+        bool asked[2] = {};
+        for (int i = 0; i < 2; ++i) {
+            const auto probe = cm_answer(at, b);
+            ASSERT_TRUE(probe);
+            EXPECT_EQ(probe->type, cm::MsgType::probe);
+            const bool first = probe->conn_id == 0x5eedu;
+            if (!first) EXPECT_EQ(probe->conn_id, 0x01du);
+            EXPECT_EQ(probe->src_qpn, first ? qpn : flagless);
+            EXPECT_EQ(probe->dst_qpn, first ? 0x4321u : 0x4322u);
+            asked[first ? 0 : 1] = true;
+        }
+        EXPECT_TRUE(asked[0] && asked[1]);
         EXPECT_EQ(b.dev->qp_state(qpn), QpState::rts);
     }   // the "process" is gone: its port answers nothing
-    ASSERT_TRUE(run_until({&b}, [&] { return b.dev->qp_state(qpn) == QpState::error; }, 10));
+    ASSERT_TRUE(run_until({&b}, [&] {
+        return b.dev->qp_state(qpn) == QpState::error && b.dev->qp_state(flagless) == QpState::error;
+    }, 10));
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_GE(took, 0.35) << "freed before passive_idle_ms + passive_reap_ms of silence";
     const DeviceStats st = b.dev->stats();
-    EXPECT_EQ(st.cm_reaped, 1u);
-    EXPECT_GE(st.cm_probes, 2u);
-    EXPECT_EQ(b.dev->qp_state(old_peers), QpState::rts);
+    EXPECT_EQ(st.cm_reaped, 2u);
+    EXPECT_GE(st.cm_probes, 4u);
 }
 
 // The active side failed (a remote access error: no DREQ, the QP sends nothing any more) and
