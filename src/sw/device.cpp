@@ -366,10 +366,14 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
     }
     if (qp->state != QpState::reset || qp->st.tx_packets)
         add_closed(closed_qps_, qp->peer, qp->st);
+    const uint8_t socks[2] = {qp->tx_sock, qp->cnp_sock};
     qps_.erase(qpn);
     std::erase(ack_list_, qpn);
     std::erase(resp_list_, qpn);
     tx_flush();
+    // After the flush: a sibling nobody uses may be reopened in another class.
+    for (uint8_t s : socks)
+        class_socks_.release(s);
     return Status::ok;
 }
 

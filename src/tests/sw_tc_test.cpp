@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "gid/traffic_class.hpp"
+#include "sw/class_sockets.hpp"
 #include "sw/cm.hpp"
 #include "sw/device_impl.hpp"
 #include "sw/test_support.hpp"
@@ -370,4 +371,30 @@ TEST(SwTrafficClass, ClassSocketJoinsTheDevicesNamespace) {
     ASSERT_EQ(sibling.open_sibling(main, 106, 5), Status::ok);
     EXPECT_EQ(netns_of(sibling.fd()), ns);
     EXPECT_EQ(so_priority(sibling.fd()), 5);
+}
+
+// Siblings are bounded (ClassSockets::max) but reused: once no connection sends from one, a new
+// class takes it over (peers that advertised 16 classes and went away, forged REQs reaped, kept
+// every later class on the main socket, at the wrong priority, for the device's life).
+TEST(SwTrafficClass, AClassSocketNobodyUsesServesTheNextClass) {
+    UdpSocket main;
+    ASSERT_EQ(main.open("127.0.0.1", 0, 0, 0, false), Status::ok);
+    ClassSockets cs(main);
+    std::vector<uint8_t> ids;
+    for (uint8_t i = 0; i < ClassSockets::max; ++i) {
+        ids.push_back(cs.get(uint8_t(4 * (i + 1)), 1));
+        ASSERT_EQ(ids.back(), i + 1);
+    }
+    EXPECT_EQ(cs.get(8, 1), ids[1]);       // a second user of class 2
+    EXPECT_EQ(cs.get(200, 2), 0);          // all taken: the main socket
+    cs.release(ids[1]);
+    EXPECT_EQ(cs.get(200, 2), 0);          // class 2 still has a user
+    cs.release(ids[1]);
+    const uint8_t id = cs.get(200, 2);     // now its sibling serves the new class
+    EXPECT_EQ(id, ids[1]);
+    EXPECT_EQ(cs.at(id).traffic_class(), 200);
+    EXPECT_EQ(cs.at(id).class_priority(), 2);
+    EXPECT_EQ(cs.at(id).local().port, main.local().port);
+    EXPECT_EQ(cs.at(ids[0]).traffic_class(), 4);   // the others untouched
+    EXPECT_EQ(cs.get(8, 1), 0);            // class 2 lost its socket
 }
