@@ -230,7 +230,7 @@ RcDevice::Counters DeviceImpl::counters() const {
     ROCE_SW_STAT(faults_dropped) ROCE_SW_STAT(faults_duplicated) ROCE_SW_STAT(faults_reordered)
     ROCE_SW_STAT(faults_corrupted) ROCE_SW_STAT(faults_truncated) ROCE_SW_STAT(faults_acks_dropped)
     ROCE_SW_STAT(faults_delayed) ROCE_SW_STAT(cm_refused) ROCE_SW_STAT(cm_probes)
-    ROCE_SW_STAT(cm_reaped)
+    ROCE_SW_STAT(cm_reaped) ROCE_SW_STAT(reasm_given_up)
 #undef ROCE_SW_STAT
     return out;
 }
@@ -507,14 +507,35 @@ size_t DeviceImpl::poll_completions(Completion* out, size_t max) {
 }
 
 void DeviceImpl::charge_rbuf(Qp& qp) {
-    rq_bytes_ += qp.rbuf.capacity() - qp.rbuf_charge;
-    qp.rbuf_charge = qp.rbuf.capacity();
+    rq_bytes_ += qp.rbuf.size() - qp.rbuf_charge;
+    qp.rbuf_charge = qp.rbuf.size();
 }
 
 void DeviceImpl::release_rbuf(Qp& qp) {
     rq_bytes_ -= qp.rbuf_charge;
     qp.rbuf_charge = 0;
     give_buf(std::exchange(qp.rbuf, {}));
+}
+
+bool DeviceImpl::give_up_stalled_sends(uint64_t now) {
+    const uint64_t stall = uint64_t(cfg_.reasm_stall_ms) * 1000000;
+    if (stall_scan_ns_ && elapsed_ns(now, stall_scan_ns_) < stall / 4)
+        return false;
+    stall_scan_ns_ = now;
+    bool any = false;
+    for (auto& [qpn, q] : qps_) {
+        Qp& qp = *q;
+        if (qp.in_op != Qp::InOp::send || elapsed_ns(now, qp.rbuf_last_ns) < stall)
+            continue;
+        if (st_.reasm_given_up++ < 8)   // anyone can cause it: the first few are logged
+            ROCE_WARN("qp 0x%x: a SEND from %s stalled for %u ms with the receive budget (%zu bytes) spent: "
+                      "given up, the connection fails", qp.qpn, qp.peer.to_string().c_str(), cfg_.reasm_stall_ms,
+                      cfg_.recv_budget);
+        send_ack(qp, wire::aeth_nak_syndrome(wire::nak_invalid_request), qp.epsn);
+        qp_fail(qp, Status::remote_invalid);   // (drops the reassembly)
+        any = true;
+    }
+    return any;
 }
 
 // fn: poll_recv's std::function or progress_round's sink.

@@ -279,11 +279,17 @@ public:
         size_t charge;   // what it adds to rq_bytes_ (its bytes and this entry's)
     };
     std::deque<RecvEntry> rq_;
-    // rq_'s charges and the capacity of SEND reassembly buffers (cfg_.recv_budget): a SEND
-    // FIRST reserves a whole message's buffer, and strangers can open 65,536 passive QPs.
+    // rq_'s charges and the bytes of SENDs being reassembled (cfg_.recv_budget): strangers can
+    // open 65,536 passive QPs and leave a SEND unfinished on each. Bytes, not the buffer a SEND
+    // FIRST reserves (MAX_RECV_MSG, mapped but untouched): charging that let ~512 one-packet
+    // SEND FIRSTs fill the budget and RNR-block every SEND on the device (review finding).
     size_t rq_bytes_ = 0;
-    void charge_rbuf(Qp& qp);    // after qp.rbuf took or grew its memory
+    void charge_rbuf(Qp& qp);    // after qp.rbuf took more bytes
     void release_rbuf(Qp& qp);   // drops a reassembly (back to the pool, its charge with it)
+    // recv_budget is spent: gives up SENDs stalled for reasm_stall_ms (scans at most every
+    // quarter of it); true if any was.
+    bool give_up_stalled_sends(uint64_t now);
+    uint64_t stall_scan_ns_ = 0;
     // Message buffers (SEND reassembly, received and bcopy'd messages): a stream of large
     // messages reuses its buffers. At most 64, each up to one whole SEND message.
     BufferPool buf_pool_{64, pooled_buf_max()};

@@ -214,6 +214,9 @@ struct Resp {
     bool receive_queue_full() {
         if (qp.undelivered < dev.cfg_.recv_queue_len && dev.rq_bytes_ < dev.cfg_.recv_budget)
             return false;
+        if (qp.undelivered < dev.cfg_.recv_queue_len && dev.give_up_stalled_sends(qp.last_heard_ns) &&
+            dev.rq_bytes_ < dev.cfg_.recv_budget)
+            return false;
         if (dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn)) {
             dev.st_.rnr_naks++;
             qp.st.rnr_naks++;
@@ -383,6 +386,7 @@ struct Resp {
             b.assign(pkt.payload.begin(), pkt.payload.end());
             if (op == Opcode::rc_send_first) {
                 qp.rbuf = std::move(b);
+                qp.rbuf_last_ns = qp.last_heard_ns;   // (this packet's arrival)
                 dev.charge_rbuf(qp);
                 qp.in_op = Qp::InOp::send;
             } else {
@@ -400,7 +404,8 @@ struct Resp {
             if (qp.rbuf.size() + n > cfg.max_recv_msg)
                 return nak(wire::nak_invalid_request);   // (drops the reassembly)
             qp.rbuf.insert(qp.rbuf.end(), pkt.payload.begin(), pkt.payload.end());
-            dev.charge_rbuf(qp);   // (grown only when MAX_RECV_MSG exceeds the pooled size)
+            qp.rbuf_last_ns = qp.last_heard_ns;
+            dev.charge_rbuf(qp);
             if (last) {
                 qp.in_op = Qp::InOp::none;
                 ++qp.msn;

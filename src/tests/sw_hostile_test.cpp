@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <cstring>
+#include <map>
 #include <random>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -275,16 +276,16 @@ TEST(SwHostile, ConnectionRequestFloodIsBounded) {
     EXPECT_EQ(b.dev->stats().cm_refused, 4u);
 }
 
-// A SEND FIRST reserves a whole message's buffer until its LAST comes: strangers that open
-// passive QPs and start SENDs they never finish must meet recv_budget (then RNR NAKs), not hold
-// a buffer per QP beyond it (65,536 QPs x MAX_RECV_MSG). Finishing one gives its room back.
+// SENDs being reassembled count against recv_budget by the bytes they hold: strangers that open
+// passive QPs and start SENDs they never finish meet the budget (then RNR NAKs) instead of holding
+// memory beyond it on each of 65,536 QPs. Finishing one gives its room back once the owner takes
+// it. (A first version charged the buffer a SEND FIRST reserves, MAX_RECV_MSG: ~512 one-packet
+// SEND FIRSTs then RNR-blocked the whole device.)
 TEST(SwHostile, UnfinishedSendsCountAgainstTheReceiveBudget) {
     Host b;
     DeviceConfig cfg;
-    cfg.max_recv_msg = 65536;
-    // Room for two reassemblies (each reserves the pooled size, 64 KiB + 64), not three.
-    const size_t reserve = 65536 + 64;
-    cfg.recv_budget = 2 * reserve;   // (a SEND is refused once the charges reach the budget)
+    cfg.recv_budget = 2 * 1024;   // two SEND FIRSTs of MTU 1024 (a SEND is refused at the budget)
+    cfg.reasm_stall_ms = 1000;   // (the steps before c4 take milliseconds)
     ASSERT_EQ(b.open(cfg), Status::ok);
     Attacker at(b.dev->address());
     const wire::Packet ud = cm_datagram();
@@ -337,4 +338,32 @@ TEST(SwHostile, UnfinishedSendsCountAgainstTheReceiveBudget) {
     ASSERT_TRUE(run_until({&b}, [&] { return b.msgs.size() == 1; }, 2));
     EXPECT_EQ(b.msgs[0].data.size(), 2 * size_t(c1.mtu));
     EXPECT_EQ(send(c3, wire::Opcode::rc_send_first, 100), wire::aeth_ack_syndrome);
+    // c2 and c3 now hold the budget: until they stalled for reasm_stall_ms they keep it (c4
+    // meets an RNR NAK); then they are given up (NAK invalid request, their QPs fail) and c4's
+    // SEND gets in.
+    const Conn c4 = connect(4);
+    EXPECT_EQ(wire::aeth_kind(send(c4, wire::Opcode::rc_send_first, 100)), wire::AethKind::rnr_nak);
+    EXPECT_EQ(b.dev->stats().reasm_given_up, 0u);
+    usleep(1'200'000);
+    wire::Packet p;
+    p.bth.opcode = uint8_t(wire::Opcode::rc_send_first);
+    p.bth.dest_qp = c4.qpn;
+    p.bth.psn = 100;
+    p.bth.ack_req = true;
+    at.send(at.build(p, std::vector<uint8_t>(c4.mtu, 4)));
+    std::map<uint32_t, uint8_t> answers;   // attacker's QPN -> syndrome
+    for (int i = 0; i < 3; ++i) {
+        const auto r = at.recv(b);
+        wire::Packet a;
+        ASSERT_FALSE(r.empty()) << "answer " << i;
+        ASSERT_EQ(wire::parse(r, wire::IpContext{}, false, a), wire::ParseError::none);
+        answers[a.bth.dest_qp] = a.aeth.syndrome;
+    }
+    EXPECT_EQ(answers[0x1002], wire::aeth_nak_syndrome(wire::nak_invalid_request));
+    EXPECT_EQ(answers[0x1003], wire::aeth_nak_syndrome(wire::nak_invalid_request));
+    EXPECT_EQ(answers[0x1004], wire::aeth_ack_syndrome);
+    EXPECT_EQ(b.dev->stats().reasm_given_up, 2u);
+    EXPECT_EQ(b.dev->qp_state(c2.qpn), QpState::error);
+    EXPECT_EQ(b.dev->qp_state(c3.qpn), QpState::error);
+    EXPECT_EQ(b.dev->qp_state(c4.qpn), QpState::rts);
 }
