@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <cstring>
+#include <optional>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -93,6 +94,36 @@ inline wire::Packet cm_datagram() {
     ud.deth.qkey = cm::qkey;
     ud.deth.src_qp = 1;
     return ud;
+}
+
+// A REQ as a hand-built active side sends it.
+inline cm::Msg cm_req(uint64_t conn_id, uint32_t src_qpn, uint32_t mtu = 4096, bool answers_probe = true) {
+    cm::Msg req;
+    req.type = cm::MsgType::req;
+    req.conn_id = conn_id;
+    req.src_qpn = src_qpn;
+    req.start_psn = 100;
+    req.mtu = mtu;
+    req.answers_probe = answers_probe;
+    return req;
+}
+
+// The next datagram the attacker receives from h, as a CM message (nullopt: none, or no CM message).
+inline std::optional<cm::Msg> cm_answer(Attacker& at, Host& h) {
+    const auto r = at.recv(h);
+    wire::Packet p;
+    cm::Msg m;
+    if (r.empty() || wire::parse(r, wire::IpContext{}, false, p) != wire::ParseError::none || !cm::decode(p.payload, m))
+        return std::nullopt;
+    return m;
+}
+
+// Sends m to h's connection manager and returns its answer.
+inline std::optional<cm::Msg> cm_exchange(Attacker& at, Host& h, const cm::Msg& m) {
+    uint8_t msg[cm::msg_size];
+    cm::encode(m, msg);
+    at.send(at.build(cm_datagram(), msg));
+    return cm_answer(at, h);
 }
 
 

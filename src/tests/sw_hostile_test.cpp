@@ -218,30 +218,16 @@ TEST(SwHostile, ConnectionRequestFloodIsBounded) {
     cfg.max_passive_qps = 4;
     ASSERT_EQ(b.open(cfg), Status::ok);
     Attacker at(b.dev->address());
-    const wire::Packet ud = cm_datagram();
-    uint8_t msg[cm::msg_size];
     auto exchange = [&](const cm::Msg& m) {
-        cm::encode(m, msg);
-        at.send(at.build(ud, msg));
-        cm::Msg ans;
-        const auto r = at.recv(b);
-        wire::Packet rp;
-        EXPECT_FALSE(r.empty());
-        if (r.empty() || wire::parse(r, wire::IpContext{}, false, rp) != wire::ParseError::none ||
-            !cm::decode(rp.payload, ans))
+        const auto ans = cm_exchange(at, b, m);
+        if (!ans) {
             ADD_FAILURE() << "no CM answer";
-        EXPECT_EQ(ans.conn_id, m.conn_id);
-        return ans;
+            return cm::Msg{};
+        }
+        EXPECT_EQ(ans->conn_id, m.conn_id);
+        return *ans;
     };
-    auto request = [&](uint32_t conn) {
-        cm::Msg req;
-        req.type = cm::MsgType::req;
-        req.conn_id = conn;
-        req.src_qpn = 0x1000 + conn;
-        req.start_psn = 100;
-        req.mtu = 4096;
-        return exchange(req);
-    };
+    auto request = [&](uint32_t conn) { return exchange(cm_req(conn, 0x1000 + conn)); };
     std::vector<uint32_t> qpns;
     for (uint32_t conn = 1; conn <= 6; ++conn) {
         const cm::Msg a = request(conn);
@@ -288,26 +274,14 @@ TEST(SwHostile, UnfinishedSendsCountAgainstTheReceiveBudget) {
     cfg.reasm_stall_ms = 1000;   // (the steps before c4 take milliseconds)
     ASSERT_EQ(b.open(cfg), Status::ok);
     Attacker at(b.dev->address());
-    const wire::Packet ud = cm_datagram();
-    uint8_t msg[cm::msg_size];
     struct Conn { uint32_t qpn, mtu; };
     auto connect = [&](uint32_t conn) {
-        cm::Msg req;
-        req.type = cm::MsgType::req;
-        req.conn_id = conn;
-        req.src_qpn = 0x1000 + conn;
-        req.start_psn = 100;
-        req.mtu = 1024;
-        cm::encode(req, msg);
-        at.send(at.build(ud, msg));
-        const auto r = at.recv(b);
-        wire::Packet rp;
-        cm::Msg rep;
-        EXPECT_FALSE(r.empty());
-        if (r.empty() || wire::parse(r, wire::IpContext{}, false, rp) != wire::ParseError::none ||
-            !cm::decode(rp.payload, rep) || rep.type != cm::MsgType::rep)
+        const auto rep = cm_exchange(at, b, cm_req(conn, 0x1000 + conn, 1024));
+        if (!rep || rep->type != cm::MsgType::rep) {
             ADD_FAILURE() << "no REP for " << conn;
-        return Conn{rep.src_qpn, rep.mtu};
+            return Conn{0, 0};
+        }
+        return Conn{rep->src_qpn, rep->mtu};
     };
     // Sends one packet asking for an ACK; returns the answer's AETH syndrome (0 if none).
     auto send = [&](const Conn& c, wire::Opcode op, uint32_t psn) -> uint8_t {
