@@ -518,19 +518,19 @@ void DeviceImpl::release_rbuf(Qp& qp) {
 }
 
 bool DeviceImpl::give_up_stalled_sends(uint64_t now) {
-    const uint64_t stall = uint64_t(cfg_.reasm_stall_ms) * 1000000;
+    const uint64_t stall = uint64_t(cfg_.reasm_deadline_ms) * 1000000;
     if (stall_scan_ns_ && elapsed_ns(now, stall_scan_ns_) < stall / 4)
         return false;
     stall_scan_ns_ = now;
     bool any = false;
     for (auto& [qpn, q] : qps_) {
         Qp& qp = *q;
-        if (qp.in_op != Qp::InOp::send || elapsed_ns(now, qp.rbuf_last_ns) < stall)
+        if (qp.in_op != Qp::InOp::send || elapsed_ns(now, qp.rbuf_first_ns) < stall)
             continue;
         if (st_.reasm_given_up++ < 8)   // anyone can cause it: the first few are logged
-            ROCE_WARN("qp 0x%x: a SEND from %s stalled for %u ms with the receive budget (%zu bytes) spent: "
-                      "given up, the connection fails", qp.qpn, qp.peer.to_string().c_str(), cfg_.reasm_stall_ms,
-                      cfg_.recv_budget);
+            ROCE_WARN("qp 0x%x: a SEND from %s unfinished after %u ms with the receive budget (%zu bytes) "
+                      "spent: given up, the connection fails", qp.qpn, qp.peer.to_string().c_str(),
+                      cfg_.reasm_deadline_ms, cfg_.recv_budget);
         send_ack(qp, wire::aeth_nak_syndrome(wire::nak_invalid_request), qp.epsn);
         qp_fail(qp, Status::remote_invalid);   // (drops the reassembly)
         any = true;

@@ -106,11 +106,15 @@ struct DeviceConfig {
     // RNR NAK: RX_QUEUE_LEN bounds each QP, and strangers can make up to 65,536 passive QPs
     // while the owner computes and the progress thread receives.
     size_t recv_budget = size_t(64) << 20;
-    // While recv_budget is spent, a SEND being reassembled that took no packet for this long is
-    // given up (NAK invalid request: both QPs fail, the sender's SEND completes with an error) so
-    // that unfinished SENDs cannot hold every peer's new SENDs behind RNR NAKs for good. A live
-    // sender's next packet comes within its retransmission backoff.
-    uint32_t reasm_stall_ms = 2000;
+    // While recv_budget is spent, a SEND whose FIRST came this long ago and is still being
+    // reassembled is given up (NAK invalid request: both QPs fail, the sender's SEND completes
+    // with an error), so that SENDs parked unfinished cannot hold every peer's new SENDs behind
+    // RNR NAKs for good. From the FIRST, not the last packet: a sender trickling one MIDDLE per
+    // QP now and then kept a stall clock from ever running out (review finding), and a clock of
+    // the last packet also failed honest senders whose ACKs were lost for a few backoffs, or
+    // whose packets waited unread while this device was away. An honest sender moves a message
+    // (128 KiB by default) in far less, or its own QP has timed out first (peer_timeout_ms).
+    uint32_t reasm_deadline_ms = 30'000;
     uint8_t traffic_class = 0;         // whole IP TOS / IPv6 traffic class byte
     // Traffic class negotiation (gid/traffic_class.hpp): how strongly this side holds
     // traffic_class and priority (gid::TcSource: 0 builtin default, 1 device default, 2 configured).
@@ -181,7 +185,7 @@ struct DeviceStats {
     uint64_t cm_refused;   // connection requests rejected: max_passive_qps passive QPs exist
     uint64_t cm_probes;    // PROBEs sent for passive QPs whose peer was silent (passive_idle_ms)
     uint64_t cm_reaped;    // passive QPs freed without a DREQ: no answer to PROBEs, or failed
-    uint64_t reasm_given_up;   // stalled SENDs given up while recv_budget was spent (QP failed)
+    uint64_t reasm_given_up;   // SENDs past reasm_deadline_ms given up while recv_budget was spent
 };
 
 // Protection domain: the memory regions peers may access remotely. UCX registers memory on its

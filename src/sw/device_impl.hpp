@@ -286,7 +286,7 @@ public:
     size_t rq_bytes_ = 0;
     void charge_rbuf(Qp& qp);    // after qp.rbuf took more bytes
     void release_rbuf(Qp& qp);   // drops a reassembly (back to the pool, its charge with it)
-    // recv_budget is spent: gives up SENDs stalled for reasm_stall_ms (scans at most every
+    // recv_budget is spent: gives up SENDs begun reasm_deadline_ms ago (scans at most every
     // quarter of it); true if any was.
     bool give_up_stalled_sends(uint64_t now);
     uint64_t stall_scan_ns_ = 0;

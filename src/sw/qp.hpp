@@ -189,7 +189,7 @@ struct Qp {
     enum class InOp : uint8_t { none, send, write } in_op = InOp::none;
     std::vector<uint8_t> rbuf;       // SEND reassembly
     size_t rbuf_charge = 0;          // what rbuf adds to the device's rq_bytes_ (its bytes so far)
-    uint64_t rbuf_last_ns = 0;       // when rbuf last took a packet (reasm_stall_ms)
+    uint64_t rbuf_first_ns = 0;      // when rbuf took its SEND FIRST (reasm_deadline_ms)
     uint64_t w_va = 0;               // WRITE in progress
     uint32_t w_rkey = 0;
     uint64_t w_remaining = 0;

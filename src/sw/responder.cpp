@@ -386,7 +386,7 @@ struct Resp {
             b.assign(pkt.payload.begin(), pkt.payload.end());
             if (op == Opcode::rc_send_first) {
                 qp.rbuf = std::move(b);
-                qp.rbuf_last_ns = qp.last_heard_ns;   // (this packet's arrival)
+                qp.rbuf_first_ns = qp.last_heard_ns;   // (this packet's arrival)
                 dev.charge_rbuf(qp);
                 qp.in_op = Qp::InOp::send;
             } else {
@@ -404,7 +404,6 @@ struct Resp {
             if (qp.rbuf.size() + n > cfg.max_recv_msg)
                 return nak(wire::nak_invalid_request);   // (drops the reassembly)
             qp.rbuf.insert(qp.rbuf.end(), pkt.payload.begin(), pkt.payload.end());
-            qp.rbuf_last_ns = qp.last_heard_ns;
             dev.charge_rbuf(qp);
             if (last) {
                 qp.in_op = Qp::InOp::none;

@@ -271,7 +271,7 @@ TEST(SwHostile, UnfinishedSendsCountAgainstTheReceiveBudget) {
     Host b;
     DeviceConfig cfg;
     cfg.recv_budget = 2 * 1024;   // two SEND FIRSTs of MTU 1024 (a SEND is refused at the budget)
-    cfg.reasm_stall_ms = 1000;   // (the steps before c4 take milliseconds)
+    cfg.reasm_deadline_ms = 1000;   // (the steps before c4 take milliseconds)
     ASSERT_EQ(b.open(cfg), Status::ok);
     Attacker at(b.dev->address());
     struct Conn { uint32_t qpn, mtu; };
@@ -312,13 +312,15 @@ TEST(SwHostile, UnfinishedSendsCountAgainstTheReceiveBudget) {
     ASSERT_TRUE(run_until({&b}, [&] { return b.msgs.size() == 1; }, 2));
     EXPECT_EQ(b.msgs[0].data.size(), 2 * size_t(c1.mtu));
     EXPECT_EQ(send(c3, wire::Opcode::rc_send_first, 100), wire::aeth_ack_syndrome);
-    // c2 and c3 now hold the budget: until they stalled for reasm_stall_ms they keep it (c4
-    // meets an RNR NAK); then they are given up (NAK invalid request, their QPs fail) and c4's
-    // SEND gets in.
+    // c2 and c3 now hold the budget: until reasm_deadline_ms after their FIRST they keep it (c4
+    // meets an RNR NAK), also while they advance (c2 trickles a MIDDLE: the deadline holds);
+    // then they are given up (NAK invalid request, their QPs fail) and c4's SEND gets in.
     const Conn c4 = connect(4);
     EXPECT_EQ(wire::aeth_kind(send(c4, wire::Opcode::rc_send_first, 100)), wire::AethKind::rnr_nak);
     EXPECT_EQ(b.dev->stats().reasm_given_up, 0u);
-    usleep(1'200'000);
+    usleep(700'000);
+    EXPECT_EQ(send(c2, wire::Opcode::rc_send_middle, 101), wire::aeth_ack_syndrome);
+    usleep(500'000);
     wire::Packet p;
     p.bth.opcode = uint8_t(wire::Opcode::rc_send_first);
     p.bth.dest_qp = c4.qpn;
