@@ -371,7 +371,8 @@ Status DeviceImpl::destroy_qp(uint32_t qpn) {
     std::erase(ack_list_, qpn);
     std::erase(resp_list_, qpn);
     tx_flush();
-    // After the flush: a sibling nobody uses may be reopened in another class.
+    // After the flush: a sibling nobody uses may be reopened in another class. (Packets the
+    // fault injector delays keep the id and would leave in that class: test runs only.)
     for (uint8_t s : socks)
         class_socks_.release(s);
     return Status::ok;
