@@ -38,7 +38,6 @@ public:
         idle_.push_back(std::move(b));
     }
     size_t idle() const { return idle_.size(); }
-    size_t max_capacity() const { return max_capacity_; }
 
 private:
     size_t max_idle_;

@@ -1,5 +1,7 @@
 #include "sw/class_sockets.hpp"
 
+#include <algorithm>
+
 #include "common/log.hpp"
 
 namespace roce::sw {
@@ -17,8 +19,7 @@ uint8_t ClassSockets::get(uint8_t tos, uint8_t priority) {
         return 0;
     size_t slot = socks_.size();
     if (slot >= max) {
-        for (slot = 0; slot < socks_.size() && users_[slot] != 0; ++slot) {
-        }
+        slot = size_t(std::find(users_.begin(), users_.end(), 0u) - users_.begin());   // one nobody uses
         if (slot == socks_.size()) {
             if (!warned_full_)   // once: from here on classes without a socket leave from the main one
                 ROCE_WARN("%s: %zu traffic classes in use, no socket for ToS %u priority %u: peers in it are "

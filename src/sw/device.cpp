@@ -512,21 +512,24 @@ void DeviceImpl::charge_rbuf(Qp& qp) {
     qp.rbuf_charge = qp.rbuf.size();
 }
 
-void DeviceImpl::release_rbuf(Qp& qp) {
-    rq_bytes_ -= qp.rbuf_charge;
-    qp.rbuf_charge = 0;
-    give_buf(std::exchange(qp.rbuf, {}));
+std::vector<uint8_t> DeviceImpl::take_rbuf(Qp& qp) {
+    rq_bytes_ -= std::exchange(qp.rbuf_charge, 0);
+    return std::exchange(qp.rbuf, {});
 }
 
-bool DeviceImpl::give_up_stalled_sends(uint64_t now) {
-    const uint64_t stall = uint64_t(cfg_.reasm_deadline_ms) * 1000000;
-    if (stall_scan_ns_ && elapsed_ns(now, stall_scan_ns_) < stall / 4)
+void DeviceImpl::release_rbuf(Qp& qp) {
+    give_buf(take_rbuf(qp));
+}
+
+bool DeviceImpl::give_up_overdue_sends(uint64_t now) {
+    const uint64_t deadline = uint64_t(cfg_.reasm_deadline_ms) * 1000000;
+    if (overdue_scan_ns_ && elapsed_ns(now, overdue_scan_ns_) < deadline / 4)
         return false;
-    stall_scan_ns_ = now;
+    overdue_scan_ns_ = now;
     bool any = false;
     for (auto& [qpn, q] : qps_) {
         Qp& qp = *q;
-        if (qp.in_op != Qp::InOp::send || elapsed_ns(now, qp.rbuf_first_ns) < stall)
+        if (qp.in_op != Qp::InOp::send || elapsed_ns(now, qp.rbuf_first_ns) < deadline)
             continue;
         if (st_.reasm_given_up++ < 8)   // anyone can cause it: the first few are logged
             ROCE_WARN("qp 0x%x: a SEND from %s unfinished after %u ms with the receive budget (%zu bytes) "

@@ -284,12 +284,13 @@ public:
     // FIRST reserves (MAX_RECV_MSG, mapped but untouched): charging that let ~512 one-packet
     // SEND FIRSTs fill the budget and RNR-block every SEND on the device (review finding).
     size_t rq_bytes_ = 0;
-    void charge_rbuf(Qp& qp);    // after qp.rbuf took more bytes
-    void release_rbuf(Qp& qp);   // drops a reassembly (back to the pool, its charge with it)
+    void charge_rbuf(Qp& qp);                   // after qp.rbuf took more bytes
+    std::vector<uint8_t> take_rbuf(Qp& qp);     // the reassembled bytes, their charge dropped
+    void release_rbuf(Qp& qp);                  // drops a reassembly (its buffer back to the pool)
     // recv_budget is spent: gives up SENDs begun reasm_deadline_ms ago (scans at most every
     // quarter of it); true if any was.
-    bool give_up_stalled_sends(uint64_t now);
-    uint64_t stall_scan_ns_ = 0;
+    bool give_up_overdue_sends(uint64_t now);
+    uint64_t overdue_scan_ns_ = 0;
     // Message buffers (SEND reassembly, received and bcopy'd messages): a stream of large
     // messages reuses its buffers. At most 64, each up to one whole SEND message.
     BufferPool buf_pool_{64, pooled_buf_max()};

@@ -212,11 +212,12 @@ struct Resp {
     // queued messages without bound; without the second, strangers' passive QPs (65,536 of
     // them, RX_QUEUE_LEN messages each) did while the owner computed (found by review).
     bool receive_queue_full() {
-        if (qp.undelivered < dev.cfg_.recv_queue_len && dev.rq_bytes_ < dev.cfg_.recv_budget)
-            return false;
-        if (qp.undelivered < dev.cfg_.recv_queue_len && dev.give_up_stalled_sends(qp.last_heard_ns) &&
-            dev.rq_bytes_ < dev.cfg_.recv_budget)
-            return false;
+        if (qp.undelivered < dev.cfg_.recv_queue_len) {
+            if (dev.rq_bytes_ < dev.cfg_.recv_budget)
+                return false;
+            if (dev.give_up_overdue_sends(qp.last_heard_ns) && dev.rq_bytes_ < dev.cfg_.recv_budget)
+                return false;
+        }
         if (dev.send_ack(qp, wire::aeth_rnr_syndrome(rnr_timer_code), qp.epsn)) {
             dev.st_.rnr_naks++;
             qp.st.rnr_naks++;
@@ -404,12 +405,12 @@ struct Resp {
             if (qp.rbuf.size() + n > cfg.max_recv_msg)
                 return nak(wire::nak_invalid_request);   // (drops the reassembly)
             qp.rbuf.insert(qp.rbuf.end(), pkt.payload.begin(), pkt.payload.end());
-            dev.charge_rbuf(qp);
             if (last) {
                 qp.in_op = Qp::InOp::none;
                 ++qp.msn;
-                dev.rq_bytes_ -= std::exchange(qp.rbuf_charge, 0);   // deliver charges its bytes
-                deliver(std::exchange(qp.rbuf, {}), op == Opcode::rc_send_last_imm, pkt.imm);
+                deliver(dev.take_rbuf(qp), op == Opcode::rc_send_last_imm, pkt.imm);   // (charged there)
+            } else {
+                dev.charge_rbuf(qp);
             }
             return accepted(pkt);
         }
