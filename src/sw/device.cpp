@@ -535,6 +535,10 @@ bool DeviceImpl::give_up_overdue_sends(uint64_t now) {
             ROCE_WARN("qp 0x%x: a SEND from %s unfinished after %u ms with the receive budget (%zu bytes) "
                       "spent: given up, the connection fails", qp.qpn, qp.peer.to_string().c_str(),
                       cfg_.reasm_deadline_ms, cfg_.recv_budget);
+        // READ responses still queued on this QP die with it (pump_responses drops a failed
+        // QP's jobs): a NAK queued behind them would die too, and the peer would learn only by
+        // its own timeout. Dropped first, so the NAK leaves now.
+        qp.resp_jobs.clear();
         send_ack(qp, wire::aeth_nak_syndrome(wire::nak_invalid_request), qp.epsn);
         qp_fail(qp, Status::remote_invalid);   // (drops the reassembly)
         any = true;
