@@ -235,6 +235,7 @@ public:
     bool in_timewait(uint64_t conn_id, uint64_t now);
     void cm_put_tc(cm::Msg& m) const;           // tc.cpp: our class into a REQ/REP
     void cm_take_tc(Qp& qp, const cm::Msg& m);  // tc.cpp: the connection's class from the peer's
+    bool warned_tc_conflict_ = false;   // cm_take_tc(): said once per device
     // Class sockets (class_sockets.hpp), created at connection setup; their ids are Qp::tx_sock
     // and cnp_sock (0: the device's own socket).
     uint8_t class_socket(uint8_t tos, uint8_t priority) { return class_socks_.get(tos, priority); }

@@ -5,6 +5,7 @@
 // connection whose class (ToS and priority) differs from the device's sends from a class socket
 // (udp_socket.hpp: a sibling on the same address and port whose IP_TOS and SO_PRIORITY are the
 // class's), so the priority, and with it the PCP, holds in both directions too.
+#include <utility>
 #include "common/log.hpp"
 #include "gid/traffic_class.hpp"
 #include "sw/device_impl.hpp"
@@ -42,9 +43,11 @@ void DeviceImpl::cm_take_tc(Qp& qp, const cm::Msg& m) {
     }
     bool conflict = false;
     const gid::TrafficClass t = gid::negotiate_traffic_class(local, *peer, &conflict);
-    if (conflict)
-        ROCE_WARN("qp 0x%x: both sides configured a traffic class (ours %s, peer's %s): using %s", qp.qpn,
-                  local.str().c_str(), peer->str().c_str(), t.str().c_str());
+    // Once per device: it is a fact of the configuration, and any sender of connection requests
+    // could otherwise write a line per request.
+    if (conflict && !std::exchange(warned_tc_conflict_, true))
+        ROCE_WARN("qp 0x%x: both sides configured a traffic class (ours %s, peer's %s): using %s "
+                  "(said once per device)", qp.qpn, local.str().c_str(), peer->str().c_str(), t.str().c_str());
     qp.tos = t.tos == cfg_.traffic_class ? -1 : int(t.tos);
     qp.tx_sock = class_socket(t.tos, t.priority);
     qp.cnp_sock = cnp_sock(t.priority);

@@ -524,6 +524,53 @@ TEST_F(VerbsRxe, ConnectionRequestFloodIsBounded) {
         EXPECT_EQ(a->destroy_qp(q), Status::ok);
 }
 
+// The READ/atomic depths a QP gets are the ones its device advertised, bounded by its own
+// MAX_RD_ATOMIC, not the peer's: rdma_cm hands the passive side the REQ's initiator depth, and
+// taken as it came, a peer allowed more made the QP larger than configured (or, beyond the
+// device's limit, ibv_modify_qp fail and the connection be refused).
+TEST_F(VerbsRxe, ReadDepthsAreBoundedByOurConfiguration) {
+    verbs::DeviceConfig two;
+    two.max_rd_atomic = 2;
+    std::unique_ptr<verbs::Device> c;
+    ASSERT_EQ(verbs::Device::open(two, pd, c), Status::ok);
+    uint32_t q = 0;
+    ASSERT_EQ(a->create_qp(q), Status::ok);
+    ASSERT_EQ(a->connect_qp(q, c->address()), Status::ok);
+    ASSERT_TRUE(wait([&] { return a->qp_state(q) != verbs::QpState::connecting; }));
+    ASSERT_EQ(a->qp_state(q), verbs::QpState::rts);
+    // (a's MAX_RD_ATOMIC is the default, 16: its REQ offers 16 both ways)
+    auto gauges = [](const verbs::Device& d, uint32_t qpn) {
+        std::map<std::string, uint64_t> g;
+        for (const auto& e : d.qp_counters())
+            if (!e.closed && (qpn == 0 || e.qpn == qpn))
+                for (const auto& [name, v] : e.counters)
+                    g[name] = v;
+        return g;
+    };
+    auto passive = gauges(*c, 0);
+    EXPECT_EQ(passive["dest_rd_atomic_now"], 2u) << "the passive QP took the REQ's initiator depth";
+    EXPECT_EQ(passive["rd_atomic_now"], 2u);
+    auto active = gauges(*a, q);
+    EXPECT_EQ(active["rd_atomic_now"], 2u) << "the REP's responder resources";
+    EXPECT_EQ(active["dest_rd_atomic_now"], 2u);
+    // More READs at once than the depth: they queue, and all complete with the data.
+    const size_t N = 8 * 4096;
+    std::vector<uint8_t> remote = pattern(N, 3), local(N, 0);
+    verbs::MrKeys rk, lk;
+    ASSERT_EQ(pd->reg_mr(remote.data(), N, verbs::access_all, rk), Status::ok);
+    ASSERT_EQ(pd->reg_mr(local.data(), N, verbs::access_all, lk), Status::ok);
+    for (uint64_t i = 0; i < 8; ++i)
+        ASSERT_EQ(a->post_read(q, 100 + i, local.data() + i * 4096, 4096,
+                               reinterpret_cast<uintptr_t>(remote.data()) + i * 4096, rk.rkey), Status::ok);
+    ASSERT_TRUE(wait([&] { for (uint64_t i = 0; i < 8; ++i) if (!comp(100 + i)) return false; return true; }));
+    for (uint64_t i = 0; i < 8; ++i)
+        EXPECT_EQ(comp(100 + i)->status, Status::ok) << i;
+    EXPECT_EQ(local, remote);
+    EXPECT_EQ(a->destroy_qp(q), Status::ok);
+    EXPECT_EQ(pd->dereg_mr(rk.lkey), Status::ok);
+    EXPECT_EQ(pd->dereg_mr(lk.lkey), Status::ok);
+}
+
 // A requester that gave up (its deadline passed while the peer was busy) answers the late REP
 // with REJ, and the peer frees the passive QP it made for it at once. Before, the REP went
 // unanswered: the peer's CM reported its retries running out as UNREACHABLE, which freed

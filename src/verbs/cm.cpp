@@ -129,7 +129,7 @@ uint8_t DeviceImpl::peer_mtu(const void* priv, size_t priv_len) {
     return cp.mtu;
 }
 
-gid::TrafficClass DeviceImpl::negotiate_tc(const void* priv, size_t priv_len) const {
+gid::TrafficClass DeviceImpl::negotiate_tc(const void* priv, size_t priv_len) {
     ConnPriv cp{};
     if (priv == nullptr || priv_len < sizeof(cp))
         return tc_;
@@ -139,15 +139,19 @@ gid::TrafficClass DeviceImpl::negotiate_tc(const void* priv, size_t priv_len) co
     gid::TcAdvert a;
     std::memcpy(a.data(), cp.tc, a.size());
     const std::optional<gid::TrafficClass> peer = gid::decode_tc_advert(a);
+    // Each said once per device, as peer_mtu() does: any sender of connection requests could
+    // otherwise write a line per request.
     if (!peer) {
-        ROCE_WARN("verbs: %s: ignoring a malformed traffic-class advert", cfg_.dev_name.c_str());
+        if (!std::exchange(warned_bad_tc_, true))
+            ROCE_WARN("verbs: %s: ignoring a malformed traffic-class advert (and later ones)", cfg_.dev_name.c_str());
         return tc_;
     }
     bool conflict = false;
     const gid::TrafficClass t = gid::negotiate_traffic_class(tc_, *peer, &conflict);
-    if (conflict)
-        ROCE_WARN("verbs: %s: both sides configured a traffic class (ours %s, peer's %s): using %s",
-                  cfg_.dev_name.c_str(), tc_.str().c_str(), peer->str().c_str(), t.str().c_str());
+    if (conflict && !std::exchange(warned_tc_conflict_, true))
+        ROCE_WARN("verbs: %s: both sides configured a traffic class (ours %s, peer's %s): using %s "
+                  "(said once per device)", cfg_.dev_name.c_str(), tc_.str().c_str(), peer->str().c_str(),
+                  t.str().c_str());
     return t;
 }
 
@@ -314,6 +318,14 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
     } else if (state == IBV_QPS_RTR) {
         a.min_rnr_timer = cfg_.min_rnr_timer;
         mask |= IBV_QP_MIN_RNR_TIMER;
+        // rdma_cm fills in the peer's initiator depth (its REQ, or its REP), which no one bounds
+        // by our configuration or our device: taken as it came, a peer allowed more (another
+        // device, a larger MAX_RD_ATOMIC, a forged REQ) made ibv_modify_qp fail (EINVAL) and the
+        // connection refused, or the QP larger than configured. Ours: what we advertised.
+        a.max_dest_rd_atomic = uint8_t(std::min<int>({a.max_dest_rd_atomic, int(cfg_.max_rd_atomic),
+                                                      dev_attr_.max_qp_rd_atom}));
+        q.dest_rd_atomic = a.max_dest_rd_atomic;
+        mask |= IBV_QP_MAX_DEST_RD_ATOMIC;
         q.dest_qpn = a.dest_qp_num;
         // The negotiated class in both directions, and (active side) the policy's source entry.
         a.ah_attr.grh.traffic_class = q.tc.tos;
@@ -335,6 +347,10 @@ bool DeviceImpl::cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quie
                   q.peer_mtu ? mtu_bytes(ibv_mtu(q.peer_mtu)) : 0);
     } else if (state == IBV_QPS_RTS) {
         a.timeout = cfg_.ack_timeout;
+        a.max_rd_atomic = uint8_t(std::min<int>({a.max_rd_atomic, int(cfg_.max_rd_atomic),
+                                                 dev_attr_.max_qp_init_rd_atom}));
+        q.rd_atomic = a.max_rd_atomic;
+        mask |= IBV_QP_MAX_QP_RD_ATOMIC;
         a.retry_cnt = uint8_t(std::min<uint32_t>(cfg_.retry_count, 7));
         a.rnr_retry = uint8_t(std::min<uint32_t>(cfg_.rnr_retry, 7));
         mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;

@@ -225,6 +225,8 @@ std::vector<RcDevice::QpCounters> DeviceImpl::qp_counters() const {
         // first may not exceed the second (mlx5 frees a slot only when its CQE is polled).
         c.counters.emplace_back("posted_now", hw_posted(*q));
         c.counters.emplace_back("hw_send_queue_now", q->max_send_wr);
+        c.counters.emplace_back("rd_atomic_now", q->rd_atomic);
+        c.counters.emplace_back("dest_rd_atomic_now", q->dest_rd_atomic);
         if (q->cc && q->cc->delay()) {
             c.counters.emplace_back("cc_window_bytes_now", uint64_t(q->cc->cwnd_bytes()));
             c.counters.emplace_back("srtt_us_now", uint64_t(q->cc->delay()->srtt() / 1000));

@@ -216,6 +216,8 @@ struct VQp {
     gid::TrafficClass tc;        // negotiated class of the connection (both directions)
     uint8_t peer_mtu = 0;        // ibv_mtu the peer's port takes (ConnPriv), 0: not said
     uint8_t own_mtu = 0;         // ibv_mtu we said (own_mtu(): our side of the GID in use)
+    uint8_t rd_atomic = 0;       // READs/atomics it may have outstanding (max_rd_atomic, at RTS)
+    uint8_t dest_rd_atomic = 0;  // the peer's it may answer at once (max_dest_rd_atomic, at RTR)
     VQpStats st{};
     // Congestion control (verbs/congestion.cpp): bytes of posted, not completed WRs; bytes posted
     // unsignaled since the last signaled WR.
@@ -356,7 +358,7 @@ public:
     bool cm_modify(VQp& q, rdma_cm_id* id, ibv_qp_state state, bool quiet = false);
     int resolve_attempt_ms() const { return int(std::max<uint32_t>(100, cfg_.connect_timeout_ms / 4)); }
     ConnPriv conn_priv(ibv_mtu own) const;        // what we send in REQ and REP
-    gid::TrafficClass negotiate_tc(const void* priv, size_t priv_len) const;   // with the peer's advert
+    gid::TrafficClass negotiate_tc(const void* priv, size_t priv_len);   // with the peer's advert
     ibv_mtu own_mtu(int sgid_index) const;        // UCX_RC_ROCE_MTU, the port's, the GID's netdev's
     uint8_t peer_mtu(const void* priv, size_t priv_len);          // the peer's (ConnPriv), 0: not said
     bool validate_gid(const gid::GidEntry& e, std::string& why);   // an address handle can be made
@@ -391,6 +393,7 @@ public:
     uint32_t passive_qps_ = 0;                                 // of qps_ (max_passive_qps)
     bool warned_foreign_req_ = false;                          // "not ours" is logged once
     bool warned_bad_mtu_ = false;                              // peer_mtu(): likewise
+    bool warned_bad_tc_ = false, warned_tc_conflict_ = false;  // negotiate_tc(): likewise
     VQp* last_qp_[2] = {};                                     // find_qp's cache: in qps_ or null
     uint32_t signaled_inflight_ = 0;   // over all QPs (VQp::signaled_inflight)
     uint32_t send_poll_skips_ = 0;     // poll_cqs rounds without polling the send CQ
