@@ -96,6 +96,14 @@ bad_gid_settings)
   refused rc_roce UCX_RC_ROCE_CC_LINE_RATE=inf
   refused rc_roce UCX_RC_ROCE_DCQCN_TIMER=1ns
   refused rc_roce UCX_RC_ROCE_PACER_BURST=2GB
+  # Times UCX's parser takes but no timer can mean (they became 0 or a wrapped count: a ud_roce
+  # TIMEOUT of inf failed every peer at the first tick), and counts the devices refuse unnamed.
+  refused ud_roce UCX_UD_ROCE_TIMEOUT=inf
+  refused ud_roce UCX_UD_ROCE_ACK_DELAY=-1s
+  refused rc_roce UCX_RC_ROCE_PEER_TIMEOUT=inf
+  refused rc_roce UCX_RC_ROCE_IDLE_TAKEOVER=-1s
+  refused rc_roce UCX_RC_ROCE_RX_QUEUE_LEN=0
+  refused rc_roce UCX_RC_ROCE_ACK_COALESCE=0
   ;;
 device_filter)
   # The device lists apply each transport's own GID settings, read as iface open reads them: from

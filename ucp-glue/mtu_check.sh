@@ -8,7 +8,8 @@
 #   mixed the sender's end of the veth has MTU 9000 (auto: 4096), the receiver's 1500 (auto:
 #         1024), as a jumbo-frame host and a standard one: the peers must agree on 1024 (the
 #         veth drops a frame above the receiving end's MTU) and 1 MiB messages arrive
-# Usage: mtu_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) auto|4096|mixed
+#   segsize (ud_roce) a SEG_SIZE the MTU auto picks on a 1000-byte netdev cannot carry is refused
+# Usage: mtu_check.sh ENV_FILE TRANSPORT(rc_roce|ud_roce) auto|4096|mixed|segsize
 # Exits 77 (skipped) when network namespaces cannot be created (not root, no netns support).
 set -uo pipefail
 envfile=$1 tl=$2 mode=$3
@@ -27,6 +28,24 @@ mtu1=1500
 ip -n "$ns1" link set v0 mtu "$mtu1" up; ip -n "$ns2" link set v0 mtu 1500 up
 for n in "$ns1" "$ns2"; do ip -n "$n" link set lo up; done
 ip -n "$ns1" addr add 10.79.0.1/24 dev v0 && ip -n "$ns2" addr add 10.79.0.2/24 dev v0 || exit 1
+
+if [ "$mode" = segsize ]; then
+  # A netdev of MTU 1000: auto picks 512 (492 bytes per ud_roce packet), so a 512 KiB SEG_SIZE
+  # needs 1066 packets, more than the default TX_QUEUE_LEN (1024). Refused at iface open, naming
+  # both (the settings' own check can only assume a 1024-byte MTU), not at every send, silently.
+  ip -n "$ns1" link set v0 mtu 1000
+  out=$(ip netns exec "$ns1" env UCX_UD_ROCE_SEG_SIZE=512k UCX_NET_DEVICES=v0 timeout 60 ucx_info -d -t ud_roce 2>&1)
+  rc=$?
+  echo "$out" | grep -E "ERROR|failed" | head -3
+  case $rc in 124|134|135|136|139) echo "[mtu] FAIL: ucx_info rc=$rc"; exit 1 ;; esac
+  grep -q "UCX_UD_ROCE_SEG_SIZE=524288 needs more 492-byte packets than UCX_UD_ROCE_TX_QUEUE_LEN=1024" <<<"$out" ||
+    { echo "[mtu] FAIL: no error naming SEG_SIZE, the packet size and TX_QUEUE_LEN"; exit 1; }
+  grep -q "failed to open interface" <<<"$out" || { echo "[mtu] FAIL: the iface opened anyway"; exit 1; }
+  out=$(ip netns exec "$ns1" env UCX_UD_ROCE_SEG_SIZE=256k UCX_NET_DEVICES=v0 timeout 60 ucx_info -d -t ud_roce 2>&1)
+  grep -q "failed to open interface" <<<"$out" && { echo "[mtu] FAIL: SEG_SIZE 256k refused: $out"; exit 1; }
+  echo "[mtu] segsize ok"
+  exit 0
+fi
 
 var=UCX_$(echo "$tl" | tr a-z A-Z)_MTU
 unset "$var"

@@ -77,6 +77,8 @@ foreach(_tl rc_roce ud_roce)
     set_tests_properties(mtu.${_tl}.${_mode} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
   endforeach()
 endforeach()
+add_test(NAME mtu.ud_roce.segsize COMMAND ${_sh}/mtu_check.sh ${_env} ud_roce segsize)
+set_tests_properties(mtu.ud_roce.segsize PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 
 # UCX_*_PORT_RANGE behind a real firewall (nftables in a network namespace drops UDP outside
 # 47000-47015): ucx_perftest (and mpi-tests' port_range.*.mpi) pass with the range; without it the

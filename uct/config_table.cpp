@@ -1,9 +1,11 @@
 // UCX configuration tables built from the one list in config_table.hpp (and gid::gid_config_vars).
 #include "glue.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 // Type tokens of config_table.hpp that are not plain UCS_CONFIG_TYPE_<TOKEN> names.
 #define UCS_CONFIG_TYPE_LOG_LEVEL UCS_CONFIG_TYPE_ENUM(ucs_log_level_names)
@@ -44,6 +46,43 @@ ucs_config_field_t ud_iface_config_table[1 + n_ud_typed + n_gid_settings + 1] = 
     ROCE_UD_IFACE_CONFIG(ROCE_UD_CONFIG_FIELD_ENTRY)
 };
 #undef ROCE_UD_CONFIG_FIELD_ENTRY
+
+namespace {
+
+ucs_status_t check_time(const char* prefix, const char* name, double v) {
+    if (std::isfinite(v) && v >= 0)
+        return UCS_OK;
+    // (as the user wrote the common cases: "inf", "-1s")
+    if (std::isfinite(v))
+        ucs_error("%s%s=%gs: not a time; valid: a finite time of 0 or more (e.g. 500us, 2ms, 30s)", prefix, name, v);
+    else
+        ucs_error("%s%s=%s: not a time; valid: a finite time of 0 or more (e.g. 500us, 2ms, 30s)", prefix, name,
+                  std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    return UCS_ERR_INVALID_PARAM;
+}
+
+} // namespace
+
+// Only the TIME fields: the lambda's body is discarded for the others' types.
+#define ROCE_CHECK_TIME_FIELD(_field, _ctype, _name, _dfl, _type, _doc)                        \
+    if (const ucs_status_t st = [&](const auto& v) {                                           \
+            if constexpr (std::string_view(#_type) == "TIME")                                  \
+                return check_time(prefix, _name, v);                                        \
+            else                                                                               \
+                return UCS_OK;                                                                 \
+        }(c._field); st != UCS_OK)                                                             \
+        return st;
+
+ucs_status_t check_time_settings(const IfaceConfig& c, const char* prefix) {
+    ROCE_IFACE_CONFIG(ROCE_CHECK_TIME_FIELD)
+    return UCS_OK;
+}
+
+ucs_status_t check_time_settings(const UdIfaceConfig& c, const char* prefix) {
+    ROCE_UD_IFACE_CONFIG(ROCE_CHECK_TIME_FIELD)
+    return UCS_OK;
+}
+#undef ROCE_CHECK_TIME_FIELD
 
 namespace {
 

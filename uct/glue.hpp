@@ -28,6 +28,7 @@ extern "C" {
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -100,6 +101,22 @@ struct MdConfig {
 extern ucs_config_field_t iface_config_table[];
 extern ucs_config_field_t ud_iface_config_table[];
 extern ucs_config_field_t md_config_table[];
+
+// Every TIME setting of the table (config_table.hpp) must be a finite number of seconds, >= 0:
+// UCX's parser takes "inf" and negative times, which the core's integer units turned into the
+// opposite of what was asked (UD_ROCE_TIMEOUT=inf: every peer failed at the first timer tick;
+// IDLE_TAKEOVER=-1ms: a takeover after 71 minutes). One error naming the variable.
+ucs_status_t check_time_settings(const IfaceConfig& c, const char* prefix);
+ucs_status_t check_time_settings(const UdIfaceConfig& c, const char* prefix);
+
+// `seconds` (checked: >= 0) times `per_second` as T, at most T's largest value: a finite but huge
+// setting means "as long as can be said", never a wrapped count.
+template <typename T>
+T time_in(double seconds, double per_second) {
+    const double v = seconds * per_second;
+    constexpr T top = std::numeric_limits<T>::max();
+    return v >= double(top) ? top : v > 0 ? T(v) : T(0);
+}
 
 // ---------------------------------------------------------------- component / MD
 

@@ -362,9 +362,9 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.sq_depth = c.tx_queue_len;
     dc.max_rd_atomic = c.max_rd_atomic;
     dc.max_read_request = static_cast<uint32_t>(std::min<size_t>(c.max_read_request, 1u << 30));
-    dc.retransmit_timeout_us = static_cast<uint32_t>(std::max(1.0, c.timeout * 1e6));
+    dc.retransmit_timeout_us = std::max(1u, time_in<uint32_t>(c.timeout, 1e6));
     dc.retry_count = c.retry_count;
-    dc.peer_timeout_ms = static_cast<uint32_t>(std::max(0.0, c.peer_timeout * 1e3));
+    dc.peer_timeout_ms = time_in<uint32_t>(c.peer_timeout, 1e3);
     // Whole milliseconds, rounded up: 500us must not become 0 (never ask).
     dc.passive_idle_ms = static_cast<uint32_t>(std::clamp(std::ceil(c.passive_probe * 1e3), 0.0, double(UINT32_MAX)));
     dc.passive_reap_ms = static_cast<uint32_t>(std::clamp(std::ceil(c.passive_reap * 1e3), 0.0, double(UINT32_MAX)));
@@ -384,7 +384,7 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
     dc.max_recv_msg = static_cast<uint32_t>(std::min<size_t>(c.max_recv_msg, UINT32_MAX));
     dc.recv_queue_len = c.rx_queue_len;
     dc.progress_thread = c.progress_thread != 0;
-    dc.idle_takeover_us = static_cast<uint32_t>(c.idle_takeover * 1e6);
+    dc.idle_takeover_us = time_in<uint32_t>(c.idle_takeover, 1e6);
     dc.gso = c.gso != 0;
     dc.gro = c.gro != 0;
     dc.faults.drop = c.fault_drop;
@@ -404,6 +404,8 @@ sw::DeviceConfig device_config(const IfaceConfig& c, const Netdev& d) {
 }
 
 ucs_status_t validate_config(const IfaceConfig& c) {
+    if (const ucs_status_t st = check_time_settings(c, "rc_roce: UCX_RC_ROCE_"); st != UCS_OK)
+        return st;
     if (c.mtu != UCS_ULUNITS_AUTO && !valid_roce_mtu(c.mtu)) {
         ucs_error("rc_roce: UCX_RC_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto",
                   c.mtu);
@@ -416,9 +418,12 @@ ucs_status_t validate_config(const IfaceConfig& c) {
         ucs_error("rc_roce: UCX_RC_ROCE_MAX_RECV_MSG=%zu out of range [256, 1G]", c.max_recv_msg);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (c.tx_queue_len == 0) {
-        ucs_error("rc_roce: UCX_RC_ROCE_TX_QUEUE_LEN must be positive");
-        return UCS_ERR_INVALID_PARAM;
+    for (const auto& [v, name] : {std::pair{c.tx_queue_len, "TX_QUEUE_LEN"}, std::pair{c.rx_queue_len, "RX_QUEUE_LEN"},
+                                  std::pair{c.ack_coalesce, "ACK_COALESCE"}, std::pair{c.max_rd_atomic, "MAX_RD_ATOMIC"}}) {
+        if (v == 0) {   // (the devices refuse it too, without saying which)
+            ucs_error("rc_roce: UCX_RC_ROCE_%s=0: must be positive; valid: 1 or more", name);
+            return UCS_ERR_INVALID_PARAM;
+        }
     }
     for (double p : {c.fault_drop, c.fault_duplicate, c.fault_reorder, c.fault_corrupt, c.fault_truncate,
                      c.fault_drop_acks, c.fault_ce, c.fault_delay}) {

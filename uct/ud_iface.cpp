@@ -292,6 +292,8 @@ uct_iface_internal_ops_t ud_iface_internal_ops = {
 };
 
 ucs_status_t validate(const UdIfaceConfig& c) {
+    if (const ucs_status_t st = check_time_settings(c, "ud_roce: UCX_UD_ROCE_"); st != UCS_OK)
+        return st;
     if (c.mtu != UCS_ULUNITS_AUTO && !valid_roce_mtu(c.mtu)) {
         ucs_error("ud_roce: UCX_UD_ROCE_MTU=%zu is not an IB MTU (256, 512, 1024, 2048, 4096) or auto", c.mtu);
         return UCS_ERR_INVALID_PARAM;
@@ -341,18 +343,18 @@ ucs_status_t validate(const UdIfaceConfig& c) {
 ud::TransportConfig transport_config(const UdIfaceConfig& c) {
     ud::TransportConfig t;
     t.tx.delay = ud_cc_mode(c) == cc::CcMode::delay;
-    t.tx.delay_params.target = cc::Nanos(c.delay_target * 1e9);
+    t.tx.delay_params.target = time_in<cc::Nanos>(c.delay_target, 1e9);
     t.tx.delay_params.ai_bytes = double(c.delay_ai);
     t.tx.max_window = c.max_window;
     t.tx.init_window = std::min<uint32_t>(64, c.max_window);
     t.tx.queue_len = c.tx_queue_len;
-    t.tx.min_rto_ns = uint64_t(c.retransmit_timeout * 1e9);
-    t.tx.peer_timeout_ns = uint64_t(c.timeout * 1e9);
+    t.tx.min_rto_ns = time_in<uint64_t>(c.retransmit_timeout, 1e9);
+    t.tx.peer_timeout_ns = time_in<uint64_t>(c.timeout, 1e9);
     t.rx.window = c.tx_queue_len;
     t.rx.max_msg = c.seg_size;
-    t.ack_delay_ns = uint64_t(c.ack_delay * 1e9);
+    t.ack_delay_ns = time_in<uint64_t>(c.ack_delay, 1e9);
     t.progress_thread = c.progress_thread != 0;
-    t.idle_takeover_ns = uint64_t(c.idle_takeover * 1e9);
+    t.idle_takeover_ns = time_in<uint64_t>(c.idle_takeover, 1e9);
     return t;
 }
 
@@ -517,6 +519,19 @@ ucs_status_t ud_iface_open(uct_md_h tl_md, uct_worker_h worker, const uct_iface_
                 };
             }
             iface->tr = std::make_unique<ud::Transport>(transport_config(config), std::move(qp), cb);
+            // validate() could only assume a 1024-byte MTU; this is the one auto picked (a small
+            // netdev's) or the RDMA port's. A message needing more packets than the queue holds
+            // would be refused at every send, with nothing said.
+            if (const size_t most = size_t(config.tx_queue_len) * iface->tr->packet_payload();
+                most < config.seg_size) {
+                ucs_error("ud_roce: %s: UCX_UD_ROCE_SEG_SIZE=%zu needs more %zu-byte packets than "
+                          "UCX_UD_ROCE_TX_QUEUE_LEN=%u holds; valid: SEG_SIZE up to %zu on this device, or a "
+                          "longer TX_QUEUE_LEN", dev_name, config.seg_size, iface->tr->packet_payload(),
+                          config.tx_queue_len, most);
+                iface->tr.reset();
+                UCS_CLASS_CLEANUP(uct_base_iface_t, &iface->super);
+                return UCS_ERR_INVALID_PARAM;
+            }
             iface->stats.open(config.stats_dir, ud_tl_name, iface->dev_name, iface->tr->address().net.port);
             if (iface->stats.enabled()) {
                 write_ud_stats(iface.get());
